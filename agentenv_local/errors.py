@@ -1,0 +1,67 @@
+"""Errors a person can act on: what failed, why, and what to do next.
+
+Every error the CLI shows without a traceback derives from AgentenvError. `hint` is the
+next thing to try; `problems` lists several findings reported at once (validation).
+"""
+
+from __future__ import annotations
+
+
+class AgentenvError(Exception):
+    """Base for expected failures: shown as `Error: ...` with exit code `exit_code`."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, problems: list[str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.problems = list(problems or [])
+
+    def render(self) -> str:
+        lines = [f"Error: {self.message}"]
+        lines += [f"  - {p}" for p in self.problems]
+        if self.hint:
+            lines.append(f"Hint: {self.hint}")
+        return "\n".join(lines)
+
+    def to_wire(self) -> dict:
+        return {"type": type(self).__name__, "message": self.message, "hint": self.hint, "problems": self.problems}
+
+
+class ConfigError(AgentenvError):
+    """A config file, key or value is wrong."""
+
+
+class ValidationError(AgentenvError):
+    """Input (a task, a bundle, a step) is malformed; `problems` lists every finding."""
+
+
+class NotFoundError(AgentenvError):
+    """A named record, artifact, run or object does not exist."""
+
+
+class ConflictError(AgentenvError):
+    """A write raced another one or would overwrite something write-once."""
+
+
+class HubError(AgentenvError):
+    """The hub could not be reached, started or stopped."""
+
+
+class StepError(AgentenvError):
+    """A step failed while running."""
+
+
+class CancelledError(AgentenvError):
+    exit_code = 130
+
+
+_WIRE_TYPES = {cls.__name__: cls for cls in (AgentenvError, ConfigError, ValidationError, NotFoundError,
+                                             ConflictError, HubError, StepError, CancelledError)}
+
+
+def from_wire(payload: dict) -> AgentenvError:
+    """Rebuild an error raised in the hub so the client raises the same type."""
+    cls = _WIRE_TYPES.get(payload.get("type", ""), AgentenvError)
+    return cls(payload.get("message", "unknown error"), hint=payload.get("hint"), problems=payload.get("problems"))

@@ -1,0 +1,149 @@
+"""One plugin mechanism for built-ins and third parties: Python entry-point groups.
+
+Each group maps a name (a step `type`, a sandbox provider name, ...) to an object. Built-ins
+are declared in our own pyproject.toml exactly like a plugin's. Loading is lazy and per group:
+`agentenv --help` never imports a plugin. A contribution that fails to import is skipped and its
+reason kept for `agentenv plugin list`; two distributions claiming one name disable both unless
+one of them is ours (a plugin cannot replace a built-in).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+CORE_DISTRIBUTION = "agentenv-local"
+
+GROUPS = {
+    "task_steps": "agentenv_local.task_steps",
+    "env_types": "agentenv_local.env_types",
+    "env_providers": "agentenv_local.env_providers",
+    "sandbox_providers": "agentenv_local.sandbox_providers",
+    "stores": "agentenv_local.stores",
+    "agents": "agentenv_local.agents",
+    "cli": "agentenv_local.cli",
+    "bundles": "agentenv_local.bundles",
+}
+
+
+@dataclass
+class Contribution:
+    group: str
+    name: str
+    value: str  # the entry point's "module:attr"
+    distribution: str
+    version: str
+    status: str = "unloaded"  # unloaded | active | failed | conflict | blocked
+    reason: str | None = None
+    obj: Any = field(default=None, repr=False)
+
+    @property
+    def builtin(self) -> bool:
+        return self.distribution == CORE_DISTRIBUTION
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "name": self.name, "value": self.value, "distribution": self.distribution,
+                "version": self.version, "status": self.status, "reason": self.reason, "builtin": self.builtin}
+
+
+class PluginRegistry:
+    """Discovers contributions per group and loads them on first use."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[str, Contribution]] = {}
+        self._extra: dict[str, dict[str, Any]] = {}
+        self._lock = threading.RLock()
+
+    def _discover(self, group: str) -> dict[str, Contribution]:
+        if group not in GROUPS:
+            raise KeyError(f"unknown plugin group {group!r}; known: {', '.join(GROUPS)}")
+        found: dict[str, list[Contribution]] = {}
+        for ep in metadata.entry_points(group=GROUPS[group]):
+            dist = ep.dist.metadata["Name"] if ep.dist is not None else "unknown"
+            version = ep.dist.version if ep.dist is not None else "?"
+            found.setdefault(ep.name, []).append(Contribution(group, ep.name, ep.value, dist, version))
+        result: dict[str, Contribution] = {}
+        for name, claims in found.items():
+            # The same distribution can appear twice (editable + site-packages); keep one.
+            unique = {c.distribution: c for c in claims}
+            claims = list(unique.values())
+            builtins = [c for c in claims if c.builtin]
+            if builtins:
+                result[name] = builtins[0]
+                for other in claims:
+                    if not other.builtin:
+                        other.status, other.reason = "blocked", f"'{name}' is a built-in {group} name; rename it"
+                        result[f"{other.distribution}:{name}"] = other
+            elif len(claims) > 1:
+                for c in claims:
+                    c.status = "conflict"
+                    c.reason = f"'{name}' is also claimed by " + ", ".join(o.distribution for o in claims if o is not c)
+                    result[f"{c.distribution}:{name}"] = c
+            else:
+                result[name] = claims[0]
+        return result
+
+    def contributions(self, group: str) -> dict[str, Contribution]:
+        with self._lock:
+            if group not in self._groups:
+                self._groups[group] = self._discover(group)
+            return self._groups[group]
+
+    def _load(self, c: Contribution) -> None:
+        if c.status != "unloaded":
+            return
+        module_name, _, attr = c.value.partition(":")
+        try:
+            import importlib
+
+            obj = importlib.import_module(module_name)
+            for part in filter(None, attr.split(".")):
+                obj = getattr(obj, part)
+            c.obj, c.status = obj, "active"
+        except Exception as exc:  # a broken plugin must never break the CLI
+            c.status, c.reason = "failed", f"{type(exc).__name__}: {exc}"
+
+    def load_all(self, group: str) -> dict[str, Contribution]:
+        contributions = self.contributions(group)
+        for c in contributions.values():
+            self._load(c)
+        return contributions
+
+    def get(self, group: str, name: str) -> Any | None:
+        """The loaded object registered as `name` in `group`, or None."""
+        if name in self._extra.get(group, {}):
+            return self._extra[group][name]
+        c = self.contributions(group).get(name)
+        if c is None:
+            return None
+        self._load(c)
+        return c.obj if c.status == "active" else None
+
+    def available(self, group: str) -> dict[str, Any]:
+        """Every working contribution of `group` by name (loads them all)."""
+        loaded = {name: c.obj for name, c in self.load_all(group).items() if c.status == "active"}
+        loaded.update(self._extra.get(group, {}))
+        return loaded
+
+    def failure(self, group: str, name: str) -> str | None:
+        c = self.contributions(group).get(name)
+        return c.reason if c is not None and c.status != "active" else None
+
+    def register(self, group: str, name: str, obj: Any) -> None:
+        """Register in code (tests, embedding, `impls` from config). Wins over entry points."""
+        self._extra.setdefault(group, {})[name] = obj
+
+    def inventory(self) -> list[Contribution]:
+        out = []
+        for group in GROUPS:
+            out += self.load_all(group).values()
+        return out
+
+
+_registry = PluginRegistry()
+
+
+def registry() -> PluginRegistry:
+    return _registry

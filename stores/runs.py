@@ -1,0 +1,141 @@
+"""Runs (task instances) with typed columns, and the per-run step journal.
+
+A run's `rev` increments on every update so concurrent writers detect each other. The journal
+is append-only: one row per step outcome, enough to resume a run after a crash.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import duckdb
+
+from agentenv_local.errors import ConflictError, NotFoundError
+
+from ._json import dumps, loads
+from .query import Query, compile_filters, compile_order
+
+RUN_COLUMNS = ("run_id", "task_id", "task_version", "group_id", "status", "created_at", "started_at",
+               "finished_at", "score", "owner", "rev")
+_COLUMN_SET = frozenset(RUN_COLUMNS)
+ACTIVE_STATUSES = ("queued", "running")
+
+
+def _row(row) -> dict:
+    run = dict(zip(RUN_COLUMNS, row[:-1]))
+    run.update(loads(row[-1]) or {})
+    return run
+
+
+class RunStore:
+    def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock):
+        self._con = con
+        self._lock = lock
+
+    def create(self, run: dict) -> dict:
+        cols = {k: run.get(k) for k in RUN_COLUMNS}
+        cols["rev"] = 1
+        cols["created_at"] = cols["created_at"] or time.time()
+        body = {k: v for k, v in run.items() if k not in _COLUMN_SET}
+        with self._lock:
+            try:
+                self._con.execute(
+                    f"INSERT INTO runs VALUES ({', '.join('?' * (len(RUN_COLUMNS) + 1))})",
+                    [*cols.values(), dumps(body)],
+                )
+            except duckdb.ConstraintException as exc:
+                raise ConflictError(f"run {run['run_id']} already exists") from exc
+        return {**cols, **body}
+
+    def update(self, run_id: str, changes: dict, rev: int | None = None) -> dict:
+        """Merge `changes` into the run; `rev`, if given, must match the stored one."""
+        with self._lock:
+            current = self.get(run_id)
+            if rev is not None and current["rev"] != rev:
+                raise ConflictError(f"run {run_id} changed since you read it (rev {current['rev']}, not {rev})")
+            merged = {**current, **changes, "rev": current["rev"] + 1}
+            body = {k: v for k, v in merged.items() if k not in _COLUMN_SET}
+            sets = ", ".join(f"{c} = ?" for c in RUN_COLUMNS if c != "run_id")
+            self._con.execute(
+                f"UPDATE runs SET {sets}, body = ? WHERE run_id = ?",
+                [*(merged[c] for c in RUN_COLUMNS if c != "run_id"), dumps(body), run_id],
+            )
+        return merged
+
+    def find(self, run_id: str) -> dict | None:
+        with self._lock:
+            row = self._con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        return _row(row) if row else None
+
+    def get(self, run_id: str) -> dict:
+        run = self.find(run_id)
+        if run is None:
+            raise NotFoundError(f"run {run_id!r} not found", hint="see the runs there are with `agentenv runs list`")
+        return run
+
+    def resolve(self, prefix: str) -> str:
+        """Accept a unique prefix of a run id, like git does for commits."""
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]
+            ).fetchall()
+        if not rows:
+            raise NotFoundError(f"run {prefix!r} not found", hint="see the runs there are with `agentenv runs list`")
+        if len(rows) > 1:
+            raise NotFoundError(f"run prefix {prefix!r} is ambiguous", hint="give more characters of the run id")
+        return rows[0][0]
+
+    def list(self, query: Query | dict | None = None, summary: bool = True) -> list[dict]:
+        """Runs matching `query` (collection name ignored), newest first unless sorted otherwise.
+
+        `summary=True` leaves the bulky context out of each row.
+        """
+        if query is None:
+            query = Query("runs")
+        elif isinstance(query, dict):
+            query = Query.from_wire(query)
+        where, params = compile_filters(query, _COLUMN_SET)
+        order, order_params = compile_order(query, _COLUMN_SET)
+        body = "json_object('task_name', body->>'task_name', 'error', body->>'error')" if summary else "body"
+        sql = (f"SELECT {', '.join(RUN_COLUMNS)}, {body} FROM runs WHERE {where} "
+               f"{order or 'ORDER BY created_at DESC'}")
+        if query.max_rows is not None:
+            sql += f" LIMIT {int(query.max_rows)}"
+        with self._lock:
+            rows = self._con.execute(sql, [*params, *order_params]).fetchall()
+        return [_row(r) for r in rows]
+
+    def mark_interrupted(self, owner_is_alive) -> list[str]:
+        """Runs left queued/running by an owner that is gone become `interrupted`."""
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT run_id, owner FROM runs WHERE status IN ('queued', 'running')"
+            ).fetchall()
+            gone = [run_id for run_id, owner in rows if not owner_is_alive(owner)]
+            for run_id in gone:
+                self.update(run_id, {"status": "interrupted", "finished_at": time.time(),
+                                     "error": "the process running it stopped before it finished"})
+        return gone
+
+    # -- the step journal ---------------------------------------------------------------
+    def journal_append(self, run_id: str, step_id: str, status: str, body: dict, generation: int = 0) -> int:
+        with self._lock:
+            seq = self._con.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM step_journal WHERE run_id = ?", [run_id]
+            ).fetchone()[0]
+            self._con.execute(
+                "INSERT INTO step_journal VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [run_id, seq, step_id, generation, status, time.time(), dumps(body)],
+            )
+        return seq
+
+    def journal(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT seq, step_id, generation, status, recorded_at, body FROM step_journal WHERE run_id = ? ORDER BY seq",
+                [run_id],
+            ).fetchall()
+        return [{"seq": s, "step_id": st, "generation": g, "status": status, "recorded_at": at, "body": loads(b)}
+                for s, st, g, status, at, b in rows]
