@@ -1,0 +1,115 @@
+"""Root of the `agentenv` command: a lazy click group.
+
+Subcommands are named here as "module:attribute" and imported only when invoked (or when
+`--help` lists them, which reads just their short help from LAZY_HELP), so `agentenv --help`
+stays fast. Plugins add top-level commands through the `agentenv_local.cli` entry-point group.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from agentenv_local import __version__
+
+# name -> (import path, one-line help shown by `agentenv --help` without importing it)
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("agentenv_local.cli.run:run", "Run a bundle's tasks, or list the bundles there are."),
+    "runs": ("agentenv_local.cli.runs:runs", "List, show, resume and cancel runs."),
+    "task": ("agentenv_local.cli.task:task", "Create, get, validate and run stored tasks."),
+    "artifact": ("agentenv_local.cli.artifact:artifact", "Put, get and list artifacts (files and file bundles)."),
+    "eval": ("agentenv_local.cli.eval:eval_group", "Create and run evals (sets of tasks)."),
+    "config": ("agentenv_local.cli.config:config", "Show the resolved configuration and where each value came from."),
+    "plugin": ("agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute."),
+    "up": ("agentenv_local.cli.hub:up", "Start a long-lived hub for this project."),
+    "down": ("agentenv_local.cli.hub:down", "Stop this project's hub."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(LAZY_COMMANDS) | set(self.commands) | set(_plugin_commands()))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands:
+            return self.commands[name]
+        target = LAZY_COMMANDS.get(name, (None,))[0] or _plugin_commands().get(name)
+        if target is None:
+            return None
+        module_name, _, attr = target.partition(":")
+        import importlib
+
+        try:
+            command = getattr(importlib.import_module(module_name), attr)
+        except Exception as exc:
+            if name in LAZY_COMMANDS:
+                raise
+            # A broken CLI plugin must not break the CLI: say why and skip it.
+            return click.Command(name, help=f"(plugin failed to load: {exc})",
+                                 callback=lambda: _fail(f"the plugin command {name!r} failed to load: {exc}"))
+        self.add_command(command, name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS:
+                rows.append((name, LAZY_COMMANDS[name][1]))
+            else:
+                cmd = self.get_command(ctx, name)
+                rows.append((name, cmd.get_short_help_str(limit=formatter.width) if cmd else ""))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _plugin_commands() -> dict[str, str]:
+    """Top-level commands contributed by plugins; core names win."""
+    from importlib import metadata
+
+    out = {}
+    for ep in metadata.entry_points(group="agentenv_local.cli"):
+        if ep.name not in LAZY_COMMANDS:
+            out[ep.name] = ep.value
+    return out
+
+
+def _fail(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="agentenv", message="%(prog)s %(version)s")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """agentenv: build RL environments for LLM agents and run graded tasks in them, locally.
+
+    Start with `agentenv run hello`.
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def main() -> None:
+    """Console entry: map our errors to exit codes (1 failure, 2 usage, 130 Ctrl-C)."""
+    from agentenv_local.errors import AgentenvError
+
+    try:
+        rv = cli.main(standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except AgentenvError as exc:
+        click.echo(exc.render(), err=True)
+        sys.exit(exc.exit_code)

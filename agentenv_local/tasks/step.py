@@ -1,0 +1,63 @@
+"""The base every task step derives from, built-in or plugin.
+
+A step is a pydantic model: its fields are the step's JSON keys (unknown keys are an error, so a
+typo is caught before anything runs). Subclasses set `type` and implement `execute`.
+
+    class Greet(Step):
+        type: ClassVar[str] = "greet"
+        name: str
+        async def execute(self, ctx: StepContext) -> None:
+            ctx.log(f"hello {self.name}")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from .context import StepContext
+
+
+class RetryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    retry_from_step_id: str | None = Field(default=None, alias="go_to_step_id")
+    max_retries: int = Field(default=1, ge=0, le=100)
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    type: ClassVar[str] = ""
+    # Fields that name stored entities, so bundles can resolve bare names in them.
+    artifact_ref_fields: ClassVar[tuple[str, ...]] = ()
+
+    id: str = Field(min_length=1)
+    version: int | None = None
+    depends_on: list[str] | None = None  # None: after every earlier step (the reference's rule)
+    fail_task_on_error: bool = True
+    retry_config: RetryConfig | None = None
+
+    @field_validator("depends_on", mode="before")
+    @classmethod
+    def _normalize_depends_on(cls, value: Any) -> Any:
+        # The reference also accepts [{"task_step_id": "x"}].
+        if isinstance(value, list):
+            return [v.get("task_step_id") if isinstance(v, dict) else v for v in value]
+        return value
+
+    def config_problems(self) -> list[str]:
+        """Pure checks of the step's own fields beyond their types (no store, no I/O)."""
+        return []
+
+    async def execute(self, ctx: "StepContext") -> None:  # pragma: no cover - abstract
+        raise NotImplementedError(f"step type {self.type!r} does not implement execute()")
+
+    async def teardown(self, ctx: "StepContext") -> None:
+        """Undo what execute deployed; called once per run, pass or fail, in reverse order."""
+
+    def to_json(self) -> dict:
+        data = self.model_dump(mode="json", exclude_none=True, by_alias=False)
+        return {"id": data.pop("id"), "type": self.type, **data}
