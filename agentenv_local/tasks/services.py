@@ -1,0 +1,53 @@
+"""What the runner hands to every step: the hub's stores, the config, and sandbox providers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv_local.errors import ConfigError
+from agentenv_local.paths import ProjectPaths
+from agentenv_local.plugins import registry
+
+
+@dataclass
+class RunServices:
+    store: Any  # stores.database.DuckDBStore (or anything with the same sub-stores)
+    config: Any  # agentenv_local.config.Config
+    paths: ProjectPaths
+    _providers: dict[str, Any] = field(default_factory=dict)
+    _review_waiters: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def default_sandbox_type(self) -> str:
+        return str(self.config.get("sandbox.default") or "process")
+
+    def sandbox_provider(self, name: str | None = None):
+        name = name or self.default_sandbox_type()
+        if name not in self._providers:
+            cls = registry().get("sandbox_providers", name)
+            if cls is None:
+                known = ", ".join(sorted(registry().available("sandbox_providers"))) or "none"
+                reason = registry().failure("sandbox_providers", name)
+                raise ConfigError(
+                    f"no sandbox provider named {name!r}" + (f" ({reason})" if reason else ""),
+                    hint=f"installed providers: {known}; check `agentenv plugin list`",
+                )
+            provider_config = self.config.get(f"sandbox.providers.{name}") or {}
+            self._providers[name] = cls(self.paths.state_dir, provider_config)
+        return self._providers[name]
+
+    def notify_review(self, review_id: str) -> None:
+        event = self._review_waiters.get(review_id)
+        if event is not None:
+            event.set()
+
+    async def review_signal(self, review_id: str, timeout: float) -> None:
+        """Sleep until `notify_review(review_id)` or `timeout` seconds, whichever is first."""
+        event = self._review_waiters.setdefault(review_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            event.clear()
