@@ -29,7 +29,10 @@ class EventLog:
         self._flush_interval = flush_interval
         self._max_buffer = max_buffer
         with self._lock:
-            self._next_id = (con.execute("SELECT coalesce(max(event_id), 0) FROM events").fetchone()[0]) + 1
+            self._next_id = (con.execute("SELECT coalesce(max(event_id), 0) FROM events").fetchall()[0][0]) + 1
+            # The appender refuses a connection that has a partly fetched result (any fetchone()
+            # elsewhere leaves one), so it gets a connection of its own on the same database.
+            self._append_con = con.cursor()
         self._wake = threading.Event()
         self._stopped = False
         self._thread = threading.Thread(target=self._flush_loop, name="event-flush", daemon=True)
@@ -63,14 +66,21 @@ class EventLog:
         return len(events)
 
     def flush(self) -> int:
-        with self._buffer_lock:
-            rows, self._buffer = self._buffer, []
-        if not rows:
-            return 0
+        # Take the buffer and write it under the store lock, so a reader's flush waits for a
+        # background flush in progress instead of finding an empty buffer and reading too early.
         with self._lock:
-            appender = self._con.appender("events")
-            appender.append_rows(rows)
-            appender.flush()
+            with self._buffer_lock:
+                rows, self._buffer = self._buffer, []
+            if not rows:
+                return 0
+            try:
+                appender = self._append_con.appender("events")
+                appender.append_rows(rows)
+                appender.flush()
+            except BaseException:
+                with self._buffer_lock:  # keep the events for the next attempt
+                    self._buffer[:0] = rows
+                raise
         return len(rows)
 
     def query(self, run_id: str | None = None, after_id: int = 0, kinds: list[str] | None = None,
@@ -97,6 +107,8 @@ class EventLog:
         self._wake.set()
         self._thread.join(timeout=5)
         self.flush()
+        with self._lock:
+            self._append_con.close()
 
     def _flush_loop(self) -> None:
         while not self._stopped:

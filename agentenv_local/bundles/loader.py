@@ -1,0 +1,238 @@
+"""Read a bundle folder into entities with ids, validating everything before anything is written.
+
+Ids: `@local/<folder path, home as ~>/<name>`; installed bundles use `@local/<distribution>/<bundle>`.
+Bare names in task steps (artifact ids) resolve to the bundle's own entities first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentenv_local.artifacts import read_folder
+from agentenv_local.errors import ValidationError
+
+from .discovery import KINDS, describe
+
+NOT_YET = {"envs": "environments (the gateway issue)", "agents": "agents (the agents issue)",
+           "skills": "skills (the agents issue)"}
+
+
+@dataclass
+class ArtifactEntry:
+    name: str
+    id: str
+    files: dict[str, bytes]
+    artifact_type: str | None = None
+    description: str = ""
+
+
+@dataclass
+class TaskEntry:
+    name: str
+    id: str
+    source: Path
+    steps: list[dict]
+    description: str = ""
+
+
+@dataclass
+class EvalEntry:
+    name: str
+    id: str
+    source: Path
+    task_names: list[str]
+
+
+@dataclass
+class Bundle:
+    path: Path
+    name: str
+    id_root: str
+    description: str
+    artifacts: dict[str, ArtifactEntry] = field(default_factory=dict)
+    tasks: dict[str, TaskEntry] = field(default_factory=dict)
+    evals: dict[str, EvalEntry] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # kinds present but not handled yet
+
+
+def id_root_for(path: Path, package: str | None = None) -> str:
+    if package:
+        return f"@local/{package}/{path.name}"
+    text = str(path.resolve())
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (text == home or text.startswith(home + os.sep)):
+        text = "~" + text[len(home):]
+    return "@local/" + text.lstrip("/")
+
+
+def load_bundle(path: Path, package: str | None = None) -> Bundle:
+    path = Path(path).resolve()
+    if not path.is_dir():
+        raise ValidationError(f"{path}: not a folder")
+    problems: list[str] = []
+    present = [k for k in KINDS if (path / k).is_dir()]
+    stray = []
+    for entry in sorted(path.iterdir()):
+        if entry.name.startswith(".") or entry.name == "__pycache__" or entry.name in KINDS:
+            continue
+        if entry.is_dir():
+            near = difflib.get_close_matches(entry.name, KINDS, n=1, cutoff=0.75)
+            if near:
+                problems.append(f"{entry.name}/: not a bundle folder kind; did you mean {near[0]}/?")
+                continue
+        if entry.name == "bundle.toml":
+            problems.append("bundle.toml: reserved; a bundle's name is its folder name and its description "
+                            "the first line of README.md")
+            continue
+        stray.append(entry.name)
+    if not present:
+        raise ValidationError(f"{path}: not a bundle: it has none of {', '.join(k + '/' for k in KINDS)}",
+                              problems=problems)
+    bundle = Bundle(path=path, name=path.name, id_root=id_root_for(path, package), description=describe(path),
+                    ignored=stray)
+    for kind in ("envs", "agents", "skills"):
+        if (path / kind).is_dir() and any(not p.name.startswith(".") for p in (path / kind).iterdir()):
+            bundle.deferred.append(kind)
+    _load_artifacts(bundle, problems)
+    _load_tasks(bundle, problems)
+    _load_evals(bundle, problems)
+    if problems:
+        raise ValidationError(f"bundle {path}: {len(problems)} problem(s); nothing was written or run",
+                              problems=problems)
+    return bundle
+
+
+def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
+    folder = bundle.path / "artifacts"
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.name == "__pycache__":
+            continue
+        where = f"artifacts/{entry.name}"
+        if not entry.is_dir():
+            problems.append(f"{where}: each artifact is a folder (artifacts/<name>/ holding its files)")
+            continue
+        settings: dict = {}
+        toml_path = entry / "artifact.toml"
+        if toml_path.is_file():
+            try:
+                settings = tomllib.loads(toml_path.read_text(encoding="utf-8-sig"))
+            except tomllib.TOMLDecodeError as exc:
+                problems.append(f"{where}/artifact.toml: not valid TOML: {exc}")
+                continue
+            unknown = set(settings) - {"type", "id", "description"}
+            if unknown:
+                problems.append(f"{where}/artifact.toml: unknown key(s) {', '.join(sorted(unknown))}; "
+                                "valid: type, id, description")
+        files = {rel: data for rel, data in read_folder(entry).items() if rel != "artifact.toml"}
+        if "SKILL.md" in files:
+            problems.append(f"{where}: this looks like a skill (it has SKILL.md); put it under skills/{entry.name}/")
+            continue
+        if not files:
+            problems.append(f"{where}: empty artifact folder")
+            continue
+        artifact_id = settings.get("id") or f"{bundle.id_root}/{entry.name}"
+        if settings.get("id") and not str(settings["id"]).startswith("@local/"):
+            problems.append(f"{where}/artifact.toml: 'id' must start with @local/")
+        kind = settings.get("type")
+        if kind not in (None, "file", "file_artifact_universe"):
+            problems.append(f"{where}/artifact.toml: type {kind!r} is not supported here; "
+                            "use file or file_artifact_universe")
+            continue
+        bundle.artifacts[entry.name] = ArtifactEntry(entry.name, artifact_id, files, kind,
+                                                     str(settings.get("description", "")))
+
+
+def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
+    from agentenv_local.tasks.model import parse_task
+
+    folder = bundle.path / "tasks"
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        where = f"tasks/{entry.name}"
+        if entry.suffix != ".json" or not entry.is_file():
+            problems.append(f"{where}: tasks are JSON files (tasks/<name>.json)")
+            continue
+        try:
+            data = json.loads(entry.read_text(encoding="utf-8-sig"))
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+            continue
+        description = ""
+        if isinstance(data, dict) and "steps" in data:
+            description, data = str(data.get("description", "")), data["steps"]
+        task_id = f"{bundle.id_root}/{entry.stem}"
+        try:
+            steps = resolve_refs(data, bundle, where)
+            parse_task(steps, task_id, source=where)
+        except ValidationError as exc:
+            problems += [f"{where}: {p}" for p in exc.problems] or [exc.message]
+            continue
+        bundle.tasks[entry.stem] = TaskEntry(entry.stem, task_id, entry, steps, description)
+
+
+def _load_evals(bundle: Bundle, problems: list[str]) -> None:
+    folder = bundle.path / "evals"
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        where = f"evals/{entry.name}"
+        if entry.suffix != ".toml":
+            problems.append(f"{where}: evals are TOML files (evals/<name>.toml with tasks = [...])")
+            continue
+        try:
+            data = tomllib.loads(entry.read_text(encoding="utf-8-sig"))
+        except tomllib.TOMLDecodeError as exc:
+            problems.append(f"{where}: not valid TOML: {exc}")
+            continue
+        unknown = set(data) - {"tasks", "type", "id", "description"}
+        if unknown:
+            problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid: tasks, id, description")
+        tasks = data.get("tasks")
+        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
+            problems.append(f"{where}: 'tasks' must be a non-empty list of task names")
+            continue
+        missing = [t for t in tasks if t not in bundle.tasks]
+        if missing:
+            problems.append(f"{where}: unknown task(s) {', '.join(missing)}; tasks here: {', '.join(bundle.tasks) or 'none'}")
+            continue
+        bundle.evals[entry.stem] = EvalEntry(entry.stem, data.get("id") or f"{bundle.id_root}/{entry.stem}",
+                                             entry, tasks)
+
+
+def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
+    """Replace bare artifact names in step fields with the bundle's full ids."""
+    from agentenv_local.tasks.model import step_types
+
+    if not isinstance(steps, list):
+        return steps
+    types = step_types()
+    out = []
+    for raw in steps:
+        if not isinstance(raw, dict):
+            out.append(raw)
+            continue
+        raw = dict(raw)
+        cls = types.get(raw.get("type"))
+        for field_name in getattr(cls, "artifact_ref_fields", ()):
+            value = raw.get(field_name)
+            if isinstance(value, str) and value in bundle.artifacts:
+                raw[field_name] = bundle.artifacts[value].id
+        if isinstance(raw.get("artifacts"), list):
+            raw["artifacts"] = [
+                {**a, "id": bundle.artifacts[a["id"]].id} if isinstance(a, dict) and a.get("id") in bundle.artifacts
+                else a for a in raw["artifacts"]]
+        out.append(raw)
+    return out

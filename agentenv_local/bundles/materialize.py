@@ -1,0 +1,107 @@
+"""Write a bundle's entities into the store as versioned records, only when their content changed.
+
+Preflight first (every artifact a task names must exist in the bundle or the store), then
+artifacts, tasks, evals. A dry run computes the same plan and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from agentenv_local.artifacts import files_digest, put_artifact
+from agentenv_local.errors import ValidationError
+
+from .loader import Bundle
+
+
+@dataclass
+class PlanLine:
+    kind: str  # artifacts | tasks | evals
+    name: str
+    id: str
+    version: int
+    status: str  # new | changed | unchanged
+
+    def render(self) -> str:
+        if self.status == "unchanged":
+            return f"{self.kind}/{self.name}: v{self.version}, unchanged"
+        return f"{self.kind}/{self.name}: v{self.version} ({self.status})"
+
+
+@dataclass
+class MaterializeResult:
+    lines: list[PlanLine] = field(default_factory=list)
+    task_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (id, version)
+    eval_versions: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+def _json_digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _plan(store, collection: str, entity_id: str, digest: str) -> tuple[int, str]:
+    latest = store.documents.find(collection, entity_id)
+    if latest is None:
+        return 1, "new"
+    if latest.get("digest") == digest:
+        return latest["version"], "unchanged"
+    return latest["version"] + 1, "changed"
+
+
+def preflight(store, bundle: Bundle) -> None:
+    from agentenv_local.tasks.model import step_types
+
+    types = step_types()
+    bundle_ids = {a.id for a in bundle.artifacts.values()}
+    problems = []
+    for task in bundle.tasks.values():
+        for raw in task.steps:
+            cls = types.get(raw.get("type"))
+            refs = [(f, raw.get(f)) for f in getattr(cls, "artifact_ref_fields", ()) if isinstance(raw.get(f), str)]
+            refs += [("artifacts", a.get("id")) for a in raw.get("artifacts") or [] if isinstance(a, dict)]
+            for field_name, ref in refs:
+                if not ref or ref in bundle_ids or "<" in ref:  # seed placeholders resolve per run
+                    continue
+                if store.documents.find("artifacts", ref) is None:
+                    here = ", ".join(bundle.artifacts) or "none"
+                    problems.append(f"tasks/{task.source.name}: step {raw.get('id')!r}: field {field_name!r}: "
+                                    f"artifact {ref!r} is not in this bundle (artifacts/: {here}) nor in the store")
+    if problems:
+        raise ValidationError(f"bundle {bundle.path}: {len(problems)} problem(s); nothing was written or run",
+                              problems=problems)
+
+
+def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResult:
+    preflight(store, bundle)
+    result = MaterializeResult()
+    for art in bundle.artifacts.values():
+        extra = {"type": art.artifact_type, "description": art.description}
+        digest = files_digest(art.files, extra)
+        version, status = _plan(store, "artifacts", art.id, digest)
+        if status != "unchanged" and not dry_run:
+            version = put_artifact(store, art.id, art.files, artifact_type=art.artifact_type,
+                                   description=art.description, digest=digest,
+                                   extra={"bundle": str(bundle.path)})["version"]
+        result.lines.append(PlanLine("artifacts", art.name, art.id, version, status))
+    for task in bundle.tasks.values():
+        body = {"steps": task.steps, "description": task.description, "source": f"tasks/{task.source.name}",
+                "bundle": str(bundle.path)}
+        digest = _json_digest({"steps": task.steps, "description": task.description})
+        version, status = _plan(store, "tasks", task.id, digest)
+        if status != "unchanged" and not dry_run:
+            version = store.documents.put("tasks", task.id, body, digest=digest)["version"]
+        result.lines.append(PlanLine("tasks", task.source.name, task.id, version, status))
+        result.task_versions[task.name] = (task.id, version)
+    for ev in bundle.evals.values():
+        tasks = [{"task_id": result.task_versions[n][0], "task_version": result.task_versions[n][1]}
+                 for n in ev.task_names]
+        digest = _json_digest(tasks)
+        version, status = _plan(store, "evals", ev.id, digest)
+        if status != "unchanged" and not dry_run:
+            version = store.documents.put("evals", ev.id, {"tasks": tasks, "source": f"evals/{ev.source.name}"},
+                                          digest=digest)["version"]
+        result.lines.append(PlanLine("evals", ev.source.name, ev.id, version, status))
+        result.eval_versions[ev.name] = (ev.id, version)
+    return result

@@ -1,0 +1,287 @@
+"""The hub process side: owns the DuckDB store, runs the runner on an asyncio loop thread, and
+serves the control API on a unix socket (one thread per client connection)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import queue
+import socketserver
+import threading
+import time
+from typing import Any, Callable
+
+from agentenv_local import __version__
+from agentenv_local.errors import AgentenvError, HubError
+from agentenv_local.paths import ProjectPaths
+
+from . import wire
+from .lock import HubLock
+
+log = logging.getLogger(__name__)
+
+STORE_NAMESPACES = ("documents", "records", "runs", "events", "objects")
+# Store methods a client may call: everything public except what only the hub should do.
+_PRIVATE_STORE_METHODS = {"close", "subscribe", "mark_interrupted"}
+
+
+class Hub:
+    """Owns the store for one project. Create with `Hub.start(paths, config, lock)`."""
+
+    def __init__(self, paths: ProjectPaths, config: Any, lock: HubLock, long_lived: bool = False):
+        from stores.database import DuckDBStore
+
+        from agentenv_local.tasks.runner import Runner
+        from agentenv_local.tasks.services import RunServices
+
+        self.paths = paths
+        self.config = config
+        self.lock = lock
+        self.long_lived = long_lived
+        self.session_id = f"{os.getpid()}-{time.time_ns()}"
+        flush_ms = int(config.get("store.flush_interval_ms") or 200)
+        self.store = DuckDBStore(paths.store_file, paths.objects_dir, flush_interval=flush_ms / 1000)
+        # Whatever was queued or running under an earlier hub died with it.
+        self.interrupted_at_start = self.store.runs.mark_interrupted(lambda owner: False)
+        for run_id in self.interrupted_at_start:
+            self.store.events.append("run.interrupted", {"reason": "its hub stopped"}, run_id=run_id)
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="hub-loop", daemon=True)
+        self._loop_thread.start()
+        self.services = RunServices(self.store, config, paths)
+        self.runner = Runner(self.services, self.session_id, self.loop)
+        self._connections: set[int] = set()
+        self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
+        self._conn_lock = threading.Lock()
+        self.shutdown_requested = threading.Event()
+        self._server: socketserver.UnixStreamServer | None = None
+        self._serve_socket()
+        paths.hub_info_file.write_text(json.dumps({
+            "pid": os.getpid(), "started_at": time.time(), "socket": str(paths.socket_file),
+            "long_lived": long_lived, "version": __version__}))
+
+    # -- the socket -------------------------------------------------------------------
+    def _serve_socket(self) -> None:
+        sock_path = self.paths.socket_file
+        sock_path.unlink(missing_ok=True)  # stale: we hold the lock, so no live hub owns it
+        hub = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                hub._handle_connection(self.rfile, self.wfile)
+
+        class Server(socketserver.ThreadingUnixStreamServer):
+            daemon_threads = True
+
+        self._server = Server(str(sock_path), Handler)
+        os.chmod(sock_path, 0o600)
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
+                         name="hub-socket", daemon=True).start()
+
+    def _handle_connection(self, rfile, wfile) -> None:
+        conn_id = id(rfile)
+        with self._conn_lock:
+            self._connections.add(conn_id)
+        try:
+            for line in rfile:
+                if not line.strip():
+                    continue
+                try:
+                    request = wire.decode(line)
+                except ValueError:
+                    wfile.write(wire.encode({"id": None, "error": {"type": "AgentenvError",
+                                                                   "message": "malformed request"}}))
+                    continue
+                if request.get("method") == "events.subscribe":
+                    self._stream_events(request, wfile)
+                    return
+                response = {"id": request.get("id")}
+                try:
+                    response["result"] = self.call(request.get("method", ""), request.get("args") or [],
+                                                   request.get("kwargs") or {}, conn_id=conn_id)
+                except AgentenvError as exc:
+                    response["error"] = exc.to_wire()
+                except (TypeError, ValueError, KeyError) as exc:
+                    response["error"] = {"type": "AgentenvError", "message": f"{type(exc).__name__}: {exc}"}
+                except Exception as exc:
+                    log.exception("hub call %s failed", request.get("method"))
+                    response["error"] = {"type": "AgentenvError", "message": f"hub error: {type(exc).__name__}: {exc}"}
+                wfile.write(wire.encode(response))
+                wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with self._conn_lock:
+                self._connections.discard(conn_id)
+                orphaned = self._attached.pop(conn_id, set())
+            for run_id in orphaned:
+                # The command waiting on this run is gone (killed, terminal closed): interrupt it
+                # without tearing down, so `agentenv runs resume` can pick it up.
+                self.on_loop(lambda r=run_id: self.runner.cancel(
+                    r, "the command that started it stopped before it finished", interrupted=True))
+
+    def _stream_events(self, request: dict, wfile) -> None:
+        params = request.get("kwargs") or {}
+        run_ids = set(params.get("run_ids") or [])
+        events: queue.Queue = queue.Queue()
+        unsubscribe = self.store.events.subscribe(
+            lambda e: events.put(e) if not run_ids or e.get("run_id") in run_ids else None)
+        try:
+            wfile.write(wire.encode({"id": request.get("id"), "result": "subscribed"}))
+            wfile.flush()
+            while not self.shutdown_requested.is_set():
+                try:
+                    batch = [events.get(timeout=0.5)]
+                except queue.Empty:
+                    wfile.write(b"\n")  # keepalive: also detects a client that went away
+                    wfile.flush()
+                    continue
+                while len(batch) < 500:  # batch bursts into one write
+                    try:
+                        batch.append(events.get_nowait())
+                    except queue.Empty:
+                        break
+                wfile.write(b"".join(wire.encode({"event": e}) for e in batch))
+                wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+        finally:
+            unsubscribe()
+
+    # -- dispatch ---------------------------------------------------------------------
+    def call(self, method: str, args: list | None = None, kwargs: dict | None = None, conn_id: int | None = None):
+        args, kwargs = list(args or []), dict(kwargs or {})
+        namespace, _, name = method.partition(".")
+        if namespace in STORE_NAMESPACES:
+            if name.startswith("_") or name in _PRIVATE_STORE_METHODS:
+                raise HubError(f"{method} is not callable through the hub")
+            target = getattr(getattr(self.store, namespace), name, None)
+            if not callable(target):
+                raise HubError(f"unknown hub method {method!r}")
+            return target(*args, **kwargs)
+        handler = self._ops().get(method)
+        if handler is None:
+            raise HubError(f"unknown hub method {method!r}")
+        return handler(*args, conn_id=conn_id, **kwargs)
+
+    def _ops(self) -> dict[str, Callable]:
+        return {
+            "hub.status": self._op_status,
+            "hub.shutdown": self._op_shutdown,
+            "runner.submit": self._op_submit,
+            "runner.resume": self._op_resume,
+            "runner.cancel": self._op_cancel,
+            "runner.review": self._op_review,
+            "runner.attach": self._op_attach,
+        }
+
+    def on_loop(self, fn: Callable[[], Any], timeout: float | None = 30) -> Any:
+        """Run `fn` on the hub's loop thread (the runner is not thread-safe) and return its result."""
+        async def call():
+            return fn()
+        if threading.current_thread() is self._loop_thread:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout)
+
+    def _op_status(self, conn_id=None) -> dict:
+        return {"pid": os.getpid(), "state_dir": str(self.paths.state_dir), "long_lived": self.long_lived,
+                "version": __version__, "active_runs": sorted(self.runner.active),
+                "connections": len(self._connections)}
+
+    def _op_shutdown(self, conn_id=None) -> dict:
+        self.shutdown_requested.set()
+        return {"stopping": True, "pid": os.getpid()}
+
+    def _op_attach(self, run_ids: list[str], conn_id=None) -> bool:
+        if conn_id is not None:
+            with self._conn_lock:
+                self._attached.setdefault(conn_id, set()).update(run_ids)
+        return True
+
+    def _op_submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
+                   group_id: str | None = None, keep: bool = False, attach: bool = False, conn_id=None) -> dict:
+        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, keep))
+        if attach:
+            self._op_attach([run["run_id"]], conn_id=conn_id)
+        return run
+
+    def _op_resume(self, run_id: str, attach: bool = False, conn_id=None) -> dict:
+        run_id = self.store.runs.resolve(run_id)
+        run = self.on_loop(lambda: self.runner.resume(run_id))
+        if attach:
+            self._op_attach([run_id], conn_id=conn_id)
+        return run
+
+    def _op_cancel(self, run_id: str, conn_id=None) -> dict:
+        run_id = self.store.runs.resolve(run_id)
+        if not self.on_loop(lambda: self.runner.cancel(run_id)):
+            run = self.store.runs.get(run_id)
+            if run["status"] in ("interrupted",):
+                # Nothing is executing it any more: tear down what it left and close it.
+                self.on_loop(lambda: asyncio.ensure_future(self._close_interrupted(run_id)))
+                return {"run_id": run_id, "status": "cancelling"}
+            raise HubError(f"run {run_id} is {run['status']}, not running; nothing to cancel")
+        return {"run_id": run_id, "status": "cancelling"}
+
+    async def _close_interrupted(self, run_id: str) -> None:
+        from agentenv_local.tasks.runner import ActiveRun, _replay_journal
+
+        run = self.store.runs.get(run_id)
+        task = self.runner.load_task(run["task_id"], run["task_version"], run.get("seed"))
+        state, done, executed = _replay_journal(self.store.runs.journal(run_id), task)
+        active = ActiveRun(run_id, task, state, done=done, executed=executed)
+        await self.runner._finish(active, "cancelled", "cancelled after it was interrupted")
+
+    def _op_review(self, review_id: str, decision: str, conn_id=None) -> dict:
+        if decision not in ("continue", "abort"):
+            raise HubError(f"a review decision is 'continue' or 'abort', not {decision!r}")
+        record = self.store.records.find("reviews", review_id)
+        if record is None:
+            raise HubError(f"no review {review_id!r} is pending",
+                           hint="see pending reviews with `agentenv runs show RUN`")
+        if record["body"].get("decision"):
+            raise HubError(f"review {review_id} was already decided: {record['body']['decision']}")
+        self.store.records.save("reviews", review_id, {**record["body"], "decision": decision,
+                                                       "status": "decided", "decided_at": time.time()})
+        self.on_loop(lambda: self.services.notify_review(review_id))
+        return {"review_id": review_id, "decision": decision}
+
+    # -- lifetime ---------------------------------------------------------------------
+    def busy(self) -> bool:
+        with self._conn_lock:
+            return bool(self._connections) or bool(self.runner.active)
+
+    def serve_until_shutdown(self) -> None:
+        while not self.shutdown_requested.wait(0.2):
+            pass
+
+    def linger(self, extra_s: float = 0.0) -> None:
+        """A short-lived hub stays while clients are attached or runs are active."""
+        idle_since = None
+        while not self.shutdown_requested.is_set():
+            if self.busy():
+                idle_since = None
+            else:
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since >= extra_s:
+                    return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        for run_id in list(self.runner.active):
+            self.on_loop(lambda r=run_id: self.runner.cancel(r, "the hub stopped", interrupted=True))
+        deadline = time.monotonic() + 5
+        while self.runner.active and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.shutdown_requested.set()  # ends event streams
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._loop_thread.join(timeout=5)
+        self.store.close()
+        self.paths.socket_file.unlink(missing_ok=True)
+        self.paths.hub_info_file.unlink(missing_ok=True)
+        self.lock.release()

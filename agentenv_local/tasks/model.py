@@ -1,0 +1,180 @@
+"""Parse and validate task JSON (a list of steps) into a Task whose steps form a DAG.
+
+Everything wrong is reported at once, each problem naming the file, the step id and the field:
+duplicate ids, unknown types, missing or bad fields, forward references, unknown dependencies,
+cycles, bad retry anchors. Nothing runs until a task validates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from agentenv_local.errors import ValidationError
+from agentenv_local.plugins import registry
+
+from .step import Step
+
+
+@dataclass
+class Task:
+    id: str
+    steps: list[Step]
+    version: int | None = None
+    source: str | None = None  # where it came from, for messages
+    description: str = ""
+    # step id -> ids it waits for (explicit depends_on, or every earlier step when unset)
+    edges: dict[str, list[str]] = field(default_factory=dict)
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    def to_json(self) -> list[dict]:
+        return [s.to_json() for s in self.steps]
+
+    def levels(self) -> list[list[str]]:
+        """Step ids grouped by dependency depth (for display)."""
+        depth: dict[str, int] = {}
+        for s in self.steps:  # steps only depend on earlier ones, so one pass suffices
+            depth[s.id] = 1 + max((depth[d] for d in self.edges[s.id]), default=-1)
+        out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+        for sid, d in depth.items():
+            out[d].append(sid)
+        return out
+
+
+def step_types() -> dict[str, type[Step]]:
+    return registry().available("task_steps")
+
+
+def load_task_file(path: Path, task_id: str | None = None) -> Task:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise ValidationError(f"cannot read task file {path}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            hint="a task file is a JSON list of steps, each an object with at least \"id\" and \"type\"",
+        ) from exc
+    return parse_task(data, task_id or path.stem, source=str(path))
+
+
+def parse_task(data: Any, task_id: str, source: str | None = None, version: int | None = None) -> Task:
+    where = source or f"task {task_id}"
+    description = ""
+    if isinstance(data, dict) and "steps" in data:  # also accept {"steps": [...], "description": ...}
+        description = str(data.get("description", ""))
+        data = data["steps"]
+    if not isinstance(data, list):
+        raise ValidationError(f"{where}: a task is a JSON list of steps, got {type(data).__name__}")
+    if not data:
+        raise ValidationError(f"{where}: the task has no steps")
+    types = step_types()
+    problems: list[str] = []
+    steps: list[Step] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(data):
+        label = f"step #{index + 1}"
+        if not isinstance(raw, dict):
+            problems.append(f"{label}: must be an object, got {type(raw).__name__}")
+            continue
+        step_id = raw.get("id")
+        if isinstance(step_id, str) and step_id:
+            label = f"step {step_id!r}"
+            if step_id in seen:
+                problems.append(f"{label}: duplicate step id (ids must be unique in a task)")
+            seen.add(step_id)
+        else:
+            problems.append(f"{label}: field 'id': missing or not a non-empty string")
+        step_type = raw.get("type")
+        cls = types.get(step_type) if isinstance(step_type, str) else None
+        if cls is None:
+            if step_type is None:
+                problems.append(f"{label}: field 'type': missing")
+            else:
+                reason = registry().failure("task_steps", str(step_type))
+                problems.append(f"{label}: field 'type': {step_type!r} is not a known step type"
+                                + (f" (its plugin failed to load: {reason})" if reason else "")
+                                + f"; known: {', '.join(sorted(types))}")
+            continue
+        fields = {k: v for k, v in raw.items() if k != "type"}
+        try:
+            step = cls.model_validate(fields)
+        except pydantic.ValidationError as exc:
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err["loc"]) or "(step)"
+                msg = "unknown field (typo?)" if err["type"] == "extra_forbidden" else err["msg"]
+                problems.append(f"{label} ({step_type}): field '{loc}': {msg}")
+            continue
+        problems += [f"{label} ({step_type}): {p}" for p in step.config_problems()]
+        steps.append(step)
+    edges = _check_graph(steps, problems) if not problems else {}
+    if problems:
+        raise ValidationError(f"{where}: {len(problems)} problem(s); nothing was written or run", problems=problems)
+    return Task(id=task_id, steps=steps, version=version, source=source, description=description, edges=edges)
+
+
+def _check_graph(steps: list[Step], problems: list[str]) -> dict[str, list[str]]:
+    """Dependencies must name earlier steps (so the graph is acyclic by construction)."""
+    position = {s.id: i for i, s in enumerate(steps)}
+    edges: dict[str, list[str]] = {}
+    for i, s in enumerate(steps):
+        if s.depends_on is None:
+            edges[s.id] = [p.id for p in steps[:i]]
+            continue
+        deps = []
+        for dep in s.depends_on:
+            if dep not in position:
+                problems.append(f"step {s.id!r}: field 'depends_on': {dep!r} is not a step of this task")
+            elif dep == s.id:
+                problems.append(f"step {s.id!r}: field 'depends_on': a step cannot depend on itself (cycle)")
+            elif position[dep] > i:
+                kind = "cycle" if _reaches(steps, position, dep, s.id) else "forward reference"
+                problems.append(f"step {s.id!r}: field 'depends_on': {dep!r} comes later in the task ({kind}); "
+                                "list steps after the ones they depend on")
+            else:
+                deps.append(dep)
+        edges[s.id] = deps
+    for s in steps:
+        anchor = s.retry_config.retry_from_step_id if s.retry_config else None
+        if anchor and anchor != s.id and anchor not in ancestors(edges, s.id):
+            problems.append(f"step {s.id!r}: field 'retry_config.retry_from_step_id': {anchor!r} must be the step "
+                            "itself or one it depends on")
+    return edges
+
+
+def _reaches(steps: list[Step], position: dict[str, int], start: str, target: str) -> bool:
+    """Does `start` (transitively, through depends_on) depend on `target`?"""
+    by_id = {s.id: s for s in steps}
+    stack, seen = [start], set()
+    while stack:
+        sid = stack.pop()
+        if sid == target:
+            return True
+        if sid in seen:
+            continue
+        seen.add(sid)
+        s = by_id[sid]
+        deps = s.depends_on if s.depends_on is not None else [p.id for p in steps[:position[sid]]]
+        stack += [d for d in deps if d in by_id]
+    return False
+
+
+def ancestors(edges: dict[str, list[str]], step_id: str) -> set[str]:
+    out, stack = set(), list(edges.get(step_id, []))
+    while stack:
+        sid = stack.pop()
+        if sid not in out:
+            out.add(sid)
+            stack += edges.get(sid, [])
+    return out

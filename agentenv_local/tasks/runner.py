@@ -1,0 +1,323 @@
+"""The task runner: runs ready steps concurrently, journals each outcome, tears down what the run
+deployed, and resumes an interrupted run from its journal.
+
+It lives in the hub and runs on the hub's asyncio loop. Run states: queued -> running -> passed |
+failed (a verifier scored below 1) | error (a step failed the task) | cancelled | interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import secrets
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv_local.errors import AgentenvError, NotFoundError, ValidationError
+
+from .context import StepContext, new_state
+from .model import Task, ancestors as _ancestors, parse_task
+from .seeds import apply_seed
+from .services import RunServices
+
+log = logging.getLogger(__name__)
+
+FINAL_STATUSES = ("passed", "failed", "error", "cancelled", "interrupted")
+
+
+def new_run_id(task_id: str) -> str:
+    base = task_id.rsplit("/", 1)[-1] or "task"
+    return f"{base}-{time.strftime('%Y%m%d')}-{secrets.token_hex(4)}"
+
+
+def run_score(metadata: dict, task: Task) -> float | None:
+    """The run's score: the last aggregate_verifiers result if any, else the mean of verifiers."""
+    verifications = metadata.get("verifications") or {}
+    if not verifications:
+        return None
+    aggregate_steps = {s.id for s in task.steps if s.type == "aggregate_verifiers"}
+    aggregates = [v for v in verifications.values() if v.get("step_id") in aggregate_steps]
+    if aggregates:
+        return float(aggregates[-1]["score"])
+    scores = [float(v["score"]) for v in verifications.values()]
+    return sum(scores) / len(scores)
+
+
+@dataclass
+class ActiveRun:
+    run_id: str
+    task: Task
+    state: dict
+    done: dict[str, str] = field(default_factory=dict)  # step id -> success | failure
+    executed: list[str] = field(default_factory=list)  # steps whose teardown is owed, in order
+    generation: int = 0
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    future: asyncio.Future | None = None
+    keep: bool = False
+    interrupt_reason: str | None = None
+
+
+class Runner:
+    def __init__(self, services: RunServices, owner: str, loop: asyncio.AbstractEventLoop):
+        self.services = services
+        self.store = services.store
+        self.owner = owner
+        self.loop = loop
+        self.active: dict[str, ActiveRun] = {}
+        concurrency = int(services.config.get("runner.concurrency") or 4)
+        self._run_slots = asyncio.Semaphore(concurrency)
+        self._step_concurrency = int(services.config.get("runner.step_concurrency") or 8)
+
+    # -- submitting -------------------------------------------------------------------
+    def load_task(self, task_id: str, version: int | None, seed: dict | None) -> Task:
+        doc = self.store.documents.find("tasks", task_id, version)
+        if doc is None:
+            raise NotFoundError(f"task {task_id!r}" + (f" v{version}" if version else "") + " not found",
+                                hint="create it with `agentenv task create FILE --id ID` or run its bundle")
+        steps = apply_seed(doc["body"]["steps"], seed or {})
+        return parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}", version=doc["version"])
+
+    def submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
+               group_id: str | None = None, keep: bool = False, labels: dict | None = None) -> dict:
+        """Create a queued run and schedule it; returns the run record. Call on the loop thread."""
+        task = self.load_task(task_id, version, seed)
+        run_id = new_run_id(task_id)
+        state = new_state(seed)
+        state["metadata"].update({"task_id": task_id, "run_group_id": group_id})
+        run = self.store.runs.create({
+            "run_id": run_id, "task_id": task_id, "task_version": task.version, "group_id": group_id,
+            "status": "queued", "owner": self.owner, "task_name": task_id.rsplit("/", 1)[-1],
+            "total_steps": len(task.steps), "seed": seed or {}, "labels": labels or {}, "generation": 0,
+            "steps": {s.id: {"status": "waiting", "type": s.type} for s in task.steps},
+            "levels": task.levels(), "edges": task.edges, "keep": keep,
+        })
+        self.store.runs.journal_append(run_id, "__seed__", "seed", {"state": state}, 0)
+        self.store.events.append("run.queued", {"task_id": task_id, "task_version": task.version,
+                                                "total_steps": len(task.steps)}, run_id=run_id)
+        active = ActiveRun(run_id, task, state, keep=keep)
+        self._start(active)
+        return run
+
+    def resume(self, run_id: str) -> dict:
+        """Continue an interrupted, failed or errored run from its journal."""
+        run = self.store.runs.get(run_id)
+        if run["status"] in ("queued", "running") and run_id in self.active:
+            raise ValidationError(f"run {run_id} is still {run['status']}; nothing to resume")
+        if run["status"] == "passed":
+            raise ValidationError(f"run {run_id} already passed; nothing to resume",
+                                  hint="start a new run with `agentenv task run` or `agentenv run`")
+        task = self.load_task(run["task_id"], run["task_version"], run.get("seed"))
+        generation = int(run.get("generation", 0)) + 1
+        state, done, executed = _replay_journal(self.store.runs.journal(run_id), task)
+        # A step that failed is tried again; only successes are kept.
+        done = {sid: st for sid, st in done.items() if st == "success"}
+        if run["status"] == "failed" and len(done) == len(task.steps):
+            raise ValidationError(f"run {run_id} finished every step; its score is final",
+                                  hint="start a new run to try again")
+        self.store.runs.update(run_id, {"status": "queued", "owner": self.owner, "generation": generation,
+                                        "error": None, "finished_at": None, "resumed_at": time.time()})
+        self.store.events.append("run.resumed", {"generation": generation, "done_steps": sorted(done)}, run_id=run_id)
+        active = ActiveRun(run_id, task, state, done=done, executed=executed, generation=generation,
+                           keep=bool(run.get("keep")))
+        self._start(active)
+        return self.store.runs.get(run_id)
+
+    def _start(self, active: ActiveRun) -> None:
+        self.active[active.run_id] = active
+        active.future = asyncio.ensure_future(self._guarded(active))
+
+    def cancel(self, run_id: str, reason: str = "cancelled", interrupted: bool = False) -> bool:
+        active = self.active.get(run_id)
+        if active is None:
+            return False
+        active.interrupt_reason = reason if interrupted else None
+        active.cancelled.set()
+        if active.future is not None:
+            active.future.cancel()
+        return True
+
+    async def wait(self, run_id: str) -> dict:
+        active = self.active.get(run_id)
+        if active is not None and active.future is not None:
+            try:
+                await asyncio.shield(active.future)
+            except (asyncio.CancelledError, Exception):
+                pass
+        return self.store.runs.get(run_id)
+
+    # -- running ----------------------------------------------------------------------
+    async def _guarded(self, active: ActiveRun) -> None:
+        try:
+            async with self._run_slots:
+                await self._run(active)
+        except asyncio.CancelledError:
+            await self._finish(active, "interrupted" if active.interrupt_reason else "cancelled",
+                               active.interrupt_reason or "cancelled by the operator",
+                               teardown=not active.interrupt_reason)
+        except Exception as exc:  # a runner bug must still leave the run in a final state
+            log.exception("run %s crashed", active.run_id)
+            await self._finish(active, "error", f"internal error: {exc}")
+        finally:
+            self.active.pop(active.run_id, None)
+
+    async def _run(self, active: ActiveRun) -> None:
+        run_id, task = active.run_id, active.task
+        started = time.time()
+        self.store.runs.update(run_id, {"status": "running", "started_at": started})
+        self.store.events.append("run.started", {"total_steps": len(task.steps), "generation": active.generation},
+                                 run_id=run_id)
+        retries: dict[str, int] = {}
+        failure: str | None = None
+        running: dict[str, asyncio.Task] = {}
+        slots = asyncio.Semaphore(self._step_concurrency)
+        while True:
+            if failure is None:
+                for step in task.steps:
+                    if step.id in active.done or step.id in running:
+                        continue
+                    if all(d in active.done for d in task.edges[step.id]):
+                        running[step.id] = asyncio.ensure_future(self._run_step(active, step, slots))
+            if not running:
+                break
+            finished, _ = await asyncio.wait(running.values(), return_when=asyncio.FIRST_COMPLETED)
+            for fut in finished:
+                step_id = next(sid for sid, f in running.items() if f is fut)
+                del running[step_id]
+                ok, error = fut.result()
+                step = task.step(step_id)
+                if ok or not step.fail_task_on_error:
+                    active.done[step_id] = "success" if ok else "failure"
+                    continue
+                anchor = step.retry_config.retry_from_step_id or step_id if step.retry_config else None
+                if anchor and retries.get(step_id, 0) < step.retry_config.max_retries:
+                    retries[step_id] = retries.get(step_id, 0) + 1
+                    await self._drain(running)
+                    running.clear()
+                    await self._roll_back(active, anchor, step_id, retries[step_id])
+                    continue
+                failure = f"step {step_id!r} failed: {error}"
+                await self._drain(running)
+                running.clear()
+        if failure:
+            await self._finish(active, "error", failure)
+            return
+        score = run_score(active.state["metadata"], task)
+        status = "passed" if score is None or score >= 1.0 else "failed"
+        await self._finish(active, status, None, score=score)
+
+    async def _run_step(self, active: ActiveRun, step, slots: asyncio.Semaphore) -> tuple[bool, str | None]:
+        run_id = active.run_id
+        async with slots:
+            ctx = StepContext(self.services, run_id, step, active.state, active.cancelled)
+            began = time.time()
+            self._step_status(run_id, step.id, "running", started_at=began)
+            self.store.events.append("step.started", {"type": step.type, "index": _index(active.task, step.id)},
+                                     run_id=run_id, step_id=step.id)
+            active.executed.append(step.id)
+            error: str | None = None
+            detail: str | None = None
+            try:
+                await step.execute(ctx)
+            except asyncio.CancelledError:
+                raise
+            except AgentenvError as exc:
+                error = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                detail = traceback.format_exc(limit=8)
+            took = time.time() - began
+            status = "success" if error is None else "failure"
+            if error is not None and not step.fail_task_on_error:
+                active.state["metadata"].setdefault("failed_steps", []).append({"step_id": step.id, "error": error})
+            # Journal the whole state after the step: enough to resume from here after a crash.
+            self.store.runs.journal_append(run_id, step.id, status, {
+                "state": copy.deepcopy(active.state), "error": error, "duration_s": took,
+            }, active.generation)
+            shown = "passed" if error is None else ("failed" if step.fail_task_on_error else "failed (tolerated)")
+            self._step_status(run_id, step.id, shown, finished_at=time.time(), duration_s=round(took, 4), error=error)
+            self.store.events.append("step.finished", {"status": shown, "duration_s": took, "error": error,
+                                                       "traceback": detail, "type": step.type},
+                                     run_id=run_id, step_id=step.id)
+            return error is None, error
+
+    def _step_status(self, run_id: str, step_id: str, status: str, **fields: Any) -> None:
+        run = self.store.runs.get(run_id)
+        steps = run.get("steps") or {}
+        steps[step_id] = {**steps.get(step_id, {}), "status": status, **fields}
+        self.store.runs.update(run_id, {"steps": steps, "current_step": step_id if status == "running" else None})
+
+    async def _drain(self, running: dict[str, asyncio.Task]) -> None:
+        if running:
+            await asyncio.gather(*running.values(), return_exceptions=True)
+
+    async def _roll_back(self, active: ActiveRun, anchor: str, failed_step: str, attempt: int) -> None:
+        """Undo the span from `anchor` on and run it again (retry_config)."""
+        task = active.task
+        span = {anchor} | {s.id for s in task.steps if anchor in _ancestors(task.edges, s.id)}
+        for step_id in reversed(list(active.executed)):
+            if step_id in span:
+                await self._teardown_step(active, step_id)
+                active.executed.remove(step_id)
+        for step_id in span:
+            active.done.pop(step_id, None)
+            self._step_status(active.run_id, step_id, "retrying" if step_id == failed_step else "waiting")
+        active.generation += 1
+        self.store.runs.update(active.run_id, {"generation": active.generation})
+        self.store.events.append("step.retry", {"anchor": anchor, "attempt": attempt}, run_id=active.run_id,
+                                 step_id=failed_step)
+
+    async def _teardown_step(self, active: ActiveRun, step_id: str) -> None:
+        step = active.task.step(step_id)
+        ctx = StepContext(self.services, active.run_id, step, active.state, asyncio.Event())
+        try:
+            await step.teardown(ctx)
+        except Exception as exc:
+            self.store.events.append("teardown.failed", {"error": f"{type(exc).__name__}: {exc}"},
+                                     run_id=active.run_id, step_id=step_id)
+
+    async def _finish(self, active: ActiveRun, status: str, error: str | None, score: float | None = None,
+                      teardown: bool = True) -> None:
+        if teardown and not active.keep:
+            for step_id in reversed(active.executed):
+                await self._teardown_step(active, step_id)
+        run = self.store.runs.get(active.run_id)
+        finished = time.time()
+        steps = run.get("steps") or {}
+        for sid, info in steps.items():
+            if info.get("status") in ("waiting", "running", "retrying"):
+                info["status"] = "skipped" if status != "interrupted" else info["status"]
+        self.store.runs.update(active.run_id, {
+            "status": status, "finished_at": finished, "score": score, "error": error, "steps": steps,
+            "current_step": None, "duration_s": round(finished - (run.get("started_at") or finished), 4),
+            "verifications": active.state["metadata"].get("verifications", {}),
+            "context": active.state,
+        })
+        self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
+                                 run_id=active.run_id)
+
+
+def _index(task: Task, step_id: str) -> int:
+    return next(i for i, s in enumerate(task.steps) if s.id == step_id) + 1
+
+
+def _replay_journal(entries: list[dict], task: Task) -> tuple[dict, dict[str, str], list[str]]:
+    """State, outcomes and executed steps as the journal last recorded them."""
+    state = new_state()
+    done: dict[str, str] = {}
+    executed: list[str] = []
+    known = {s.id for s in task.steps}
+    for entry in entries:
+        body = entry["body"]
+        if entry["step_id"] == "__seed__":
+            state = body["state"]
+            continue
+        if entry["step_id"] not in known:
+            continue
+        state = body.get("state", state)
+        done[entry["step_id"]] = entry["status"]
+        if entry["step_id"] not in executed:
+            executed.append(entry["step_id"])
+    return state, done, executed

@@ -1,0 +1,376 @@
+"""The `process` sandbox provider: a work folder on this machine and plain subprocesses.
+
+A sandbox is the folder `<state_dir>/sandboxes/<sandbox_id>/` (the provider config key `root`
+moves the parent folder). The folder *is* `/app`: paths given as `/app/x` or as a relative `x`
+land in it, any other absolute path is refused, and `..` or a symlink can never lead out of it.
+`.sandbox.json` in the folder holds the spec and the status, so `get(id)` works from a fresh
+process.
+
+Commands run as you, on the host, with the host's network: there is no isolation at all
+(`isolation = "none"`). `/app` in argv, in `bash -c` scripts and in env values is rewritten to
+the folder's path (so the folder's path should contain no shell-special characters; the default
+one never does). Every command starts in its own process group and carries
+`AGENTENV_SANDBOX=<id>` in its environment, which is how `terminate()` finds what the sandbox
+left running, even from another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from agentenv_local.errors import NotFoundError, StepError
+
+from .base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
+
+APP = "/app"
+META_FILE = ".sandbox.json"
+TAG_VAR = "AGENTENV_SANDBOX"
+SANDBOX_ID_RE = re.compile(r"^process-[0-9a-f]{12}$")
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+# `/app` as the first component of an absolute path: not `/application`, `x/app` or `http://h/app`.
+_APP_RE = re.compile(r"(?<![\w./~-])/app(?![\w.-])")
+
+
+def rewrite_app_paths(text: str, root: str) -> str:
+    """Replace every `/app` path prefix in `text` by the sandbox folder `root`."""
+    return _APP_RE.sub(lambda _m: root, text)
+
+
+# -- running processes ------------------------------------------------------------------------
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _read_capped(f) -> str:
+    f.seek(0)
+    data = f.read(MAX_OUTPUT_BYTES + 1)
+    text = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace")
+    if len(data) > MAX_OUTPUT_BYTES:
+        text += f"\n[output truncated at {MAX_OUTPUT_BYTES} bytes]"
+    return text
+
+
+async def run_process(argv: list[str], *, cwd: str | Path, env: dict[str, str],
+                      timeout: float | None) -> ExecResult:
+    """Run argv in its own process group; on timeout (or cancellation) kill the whole group.
+
+    Output goes to temporary files, not pipes, so a background job the command leaves running
+    (a server started with `&`) never keeps us waiting for end-of-file.
+    """
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            return ExecResult(127, "", f"{argv[0]}: command not found", duration_s=time.monotonic() - started)
+        except PermissionError:
+            return ExecResult(126, "", f"{argv[0]}: permission denied", duration_s=time.monotonic() - started)
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+            _kill_group(proc.pid)  # pgid == pid: start_new_session made it a group leader
+            await proc.wait()
+        except BaseException:  # cancelled: leave nothing of the command running
+            _kill_group(proc.pid)
+            raise
+        code = proc.returncode if proc.returncode is not None else -1
+        if code < 0:  # killed by a signal: report it like a shell does (137 = SIGKILL)
+            code = 128 - code
+        return ExecResult(code, _read_capped(out), _read_capped(err), timed_out=timed_out,
+                          duration_s=time.monotonic() - started)
+
+
+# -- finding a sandbox's processes ------------------------------------------------------------
+def tagged_pids(sandbox_id: str) -> list[int]:
+    """Pids whose environment has AGENTENV_SANDBOX=<sandbox_id> (best effort; unreadable ones skipped)."""
+    tag = f"{TAG_VAR}={sandbox_id}"
+    me = os.getpid()
+    pids: list[int] = []
+    if os.path.isdir("/proc"):
+        raw_tag = tag.encode()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:  # gone meanwhile, or another user's
+                continue
+            if raw_tag in environ.split(b"\0"):
+                pids.append(int(entry.name))
+        return pids
+    # No /proc (macOS): BSD `ps e` prints each process's environment after its command.
+    try:
+        listing = subprocess.run(["ps", "eww", "-A", "-o", "pid=", "-o", "command="], capture_output=True,
+                                 text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return pids
+    for line in listing.splitlines():
+        pid_text, _, rest = line.strip().partition(" ")
+        if pid_text.isdigit() and int(pid_text) != me and re.search(rf"(^|\s){re.escape(tag)}(\s|$)", rest):
+            pids.append(int(pid_text))
+    return pids
+
+
+def kill_tagged(sandbox_id: str, rounds: int = 10) -> int:
+    """SIGKILL every process tagged with the sandbox id; rescan until none is left. Returns the count."""
+    killed: set[int] = set()
+    for _ in range(rounds):
+        pids = tagged_pids(sandbox_id)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.05)
+    return len(killed)
+
+
+# -- metadata -------------------------------------------------------------------------------
+def _read_meta(folder: Path) -> dict | None:
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _write_meta(folder: Path, meta: dict) -> None:
+    tmp = folder / f"{META_FILE}.{secrets.token_hex(4)}.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    os.replace(tmp, folder / META_FILE)
+
+
+class ProcessSandbox(Sandbox):
+    """One work folder; commands are host subprocesses in it. See the module docstring."""
+
+    type: ClassVar[str] = "process"
+    # What runs Python in this sandbox (run_code uses it): the host interpreter.
+    python_executable: ClassVar[str] = sys.executable
+
+    def __init__(self, sandbox_id: str, spec: SandboxSpec, root: Path, meta: dict):
+        super().__init__(sandbox_id, spec)
+        self.root = Path(root)
+        self.meta = meta
+
+    @property
+    def tunnel_urls(self) -> dict[str, str]:
+        # Host network: an exposed port is simply that port on this machine.
+        return {str(p): f"http://127.0.0.1:{p}" for p in self.spec.exposed_ports}
+
+    # -- paths ------------------------------------------------------------------------------
+    def host_path(self, path: str) -> Path:
+        """The host path for a sandbox path (`/app/x` or relative `x`); refuses anything outside."""
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise StepError(f"bad sandbox path {path!r}")
+        if path == APP or path.startswith(APP + "/"):
+            rel = path[len(APP):].lstrip("/")
+        elif path.startswith("/"):
+            raise StepError(
+                f"path {path!r} is outside sandbox {self.sandbox_id}: the process sandbox only has /app "
+                f"(its work folder {self.root})",
+                hint="use a path under /app, or a relative one",
+            )
+        else:
+            rel = path
+        root = os.path.realpath(self.root)
+        target = os.path.realpath(os.path.join(root, rel))
+        if target != root and not target.startswith(root + os.sep):
+            raise StepError(f"path {path!r} leads out of sandbox {self.sandbox_id}'s /app folder",
+                            hint="remove the '..' (or the symlink) that points outside /app")
+        return Path(target)
+
+    def _require_alive(self) -> None:
+        if not self.root.is_dir():
+            raise NotFoundError(f"sandbox {self.sandbox_id} is gone (its folder {self.root} no longer exists)")
+
+    def _is_meta(self, target: Path) -> bool:
+        return target == Path(os.path.realpath(self.root)) / META_FILE
+
+    # -- commands ---------------------------------------------------------------------------
+    async def exec(self, command: str | list[str], *, timeout: float | None = 120.0,
+                   env: dict[str, str] | None = None, cwd: str = APP) -> ExecResult:
+        self._require_alive()
+        root = str(self.root)
+        if isinstance(command, str):
+            argv = ["bash", "-c", rewrite_app_paths(command, root)]
+        else:
+            argv = [rewrite_app_paths(str(a), root) for a in command]
+            if not argv:
+                raise StepError(f"sandbox {self.sandbox_id}: empty command")
+        workdir = self.host_path(cwd or APP)
+        if not workdir.is_dir():
+            raise NotFoundError(f"working directory {cwd!r} does not exist in sandbox {self.sandbox_id}")
+        full_env = dict(os.environ)
+        for key, value in {**self.spec.env_vars, **(env or {})}.items():
+            full_env[key] = rewrite_app_paths(str(value), root)
+        full_env[TAG_VAR] = self.sandbox_id
+        return await run_process(argv, cwd=workdir, env=full_env, timeout=timeout)
+
+    # -- files ------------------------------------------------------------------------------
+    async def write_file(self, path: str, data: bytes) -> None:
+        self._require_alive()
+        target = self.host_path(path)
+        if self._is_meta(target):
+            raise StepError(f"{path!r} is reserved for the sandbox's own metadata")
+        if target.is_dir():
+            raise StepError(f"cannot write {path!r} in sandbox {self.sandbox_id}: it is a directory")
+
+        def write() -> None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(bytes(data))
+
+        await asyncio.to_thread(write)
+
+    async def read_file(self, path: str) -> bytes:
+        self._require_alive()
+        target = self.host_path(path)
+        if not target.is_file():
+            raise NotFoundError(f"no file {path!r} in sandbox {self.sandbox_id}")
+        return await asyncio.to_thread(target.read_bytes)
+
+    async def exists(self, path: str, kind: Literal["any", "file", "dir"] = "any") -> bool:
+        self._require_alive()
+        target = self.host_path(path)
+        if kind == "file":
+            return target.is_file() and not self._is_meta(target)
+        if kind == "dir":
+            return target.is_dir()
+        return target.exists() and not self._is_meta(target)
+
+    async def list_files(self, path: str) -> list[str]:
+        self._require_alive()
+        base = self.host_path(path)
+        if not base.is_dir():
+            return []
+
+        def walk() -> list[str]:
+            found = []
+            for folder, _dirs, files in os.walk(base):
+                for name in files:
+                    full = Path(folder) / name
+                    if self._is_meta(full):
+                        continue
+                    found.append(full.relative_to(base).as_posix())
+            return sorted(found)
+
+        return await asyncio.to_thread(walk)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def terminate(self) -> None:
+        if self.root.is_dir():
+            meta = _read_meta(self.root) or dict(self.meta)
+            meta.update(status="terminated", terminated_at=time.time())
+            with contextlib.suppress(OSError):
+                _write_meta(self.root, meta)
+        await asyncio.to_thread(kill_tagged, self.sandbox_id)
+        await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+    def to_record(self) -> dict[str, Any]:
+        return {**super().to_record(), "status": self.meta.get("status", "running"), "root": str(self.root),
+                "created_at": self.meta.get("created_at"), "expires_at": self.meta.get("expires_at"),
+                "isolation": "none"}
+
+
+class ProcessSandboxProvider(SandboxProvider):
+    """Sandboxes that are work folders on this machine; commands are plain subprocesses.
+
+    No isolation: commands run as you, see your files and your network. Therefore:
+    - a `network_policy` other than allow_all is refused (nothing could enforce it);
+    - `cpu`, `memory_mb`, `pids` and `disk_size_gb` are recorded but NOT enforced;
+    - `image` is ignored (the host is the image), and only the `vm` mode exists;
+    - `ttl_seconds` is recorded as `expires_at`; nothing reaps an expired sandbox by itself.
+    Config: `root` (optional) = the folder that holds the sandbox folders.
+    """
+
+    name: ClassVar[str] = "process"
+    isolation: ClassVar[str] = "none"
+    supported_modes: ClassVar[tuple[str, ...]] = ("vm",)
+    supports_network_policy: ClassVar[bool] = False
+
+    @property
+    def root(self) -> Path:
+        return Path(self.config.get("root") or (self.state_dir / "sandboxes")).expanduser()
+
+    async def create(self, spec: SandboxSpec) -> ProcessSandbox:
+        if spec.mode not in self.supported_modes:
+            raise StepError(
+                f"the process sandbox provider cannot create a {spec.mode!r} sandbox (it supports: "
+                f"{', '.join(self.supported_modes)})",
+                hint="use sandbox_mode \"vm\", or a provider that runs containers (sandbox_type \"podman\")",
+            )
+        policy = spec.network_policy
+        if policy is not None and policy.mode != "allow_all":
+            raise StepError(
+                f"the process sandbox provider cannot enforce network isolation (network_policy mode "
+                f"{policy.mode!r}): its commands use this machine's network",
+                hint="drop network_policy (or set mode allow_all), or use sandbox_type \"podman\"",
+            )
+        self.root.mkdir(parents=True, exist_ok=True)
+        while True:
+            sandbox_id = f"process-{secrets.token_hex(6)}"
+            folder = self.root / sandbox_id
+            try:
+                folder.mkdir()
+                break
+            except FileExistsError:  # pragma: no cover - 48 random bits
+                continue
+        folder = Path(os.path.realpath(folder))
+        now = time.time()
+        meta = {"sandbox_id": sandbox_id, "sandbox_type": self.name, "status": "running", "root": str(folder),
+                "created_at": now, "expires_at": now + spec.ttl_seconds, "creator_pid": os.getpid(),
+                "spec": spec.model_dump(mode="json")}
+        _write_meta(folder, meta)
+        return ProcessSandbox(sandbox_id, spec, folder, meta)
+
+    def _load(self, sandbox_id: str) -> ProcessSandbox | None:
+        if not isinstance(sandbox_id, str) or not SANDBOX_ID_RE.match(sandbox_id):
+            return None
+        folder = self.root / sandbox_id
+        meta = _read_meta(folder)
+        if meta is None or meta.get("status") != "running":
+            return None
+        try:
+            spec = SandboxSpec.model_validate(meta.get("spec") or {})
+        except ValueError:
+            return None
+        return ProcessSandbox(sandbox_id, spec, Path(os.path.realpath(folder)), meta)
+
+    async def get(self, sandbox_id: str) -> ProcessSandbox:
+        sandbox = self._load(sandbox_id)
+        if sandbox is None:
+            raise NotFoundError(
+                f"process sandbox {sandbox_id!r} not found (terminated, or never created under {self.root})",
+                hint="list the live ones with `agentenv sandbox list`",
+            )
+        return sandbox
+
+    async def list(self) -> list[dict[str, Any]]:
+        if not self.root.is_dir():
+            return []
+        records = []
+        for entry in sorted(self.root.iterdir()):
+            sandbox = self._load(entry.name) if entry.is_dir() else None
+            if sandbox is not None:
+                records.append(sandbox.to_record())
+        return records
