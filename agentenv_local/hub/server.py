@@ -201,8 +201,9 @@ class Hub:
         return True
 
     def _op_submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
-                   group_id: str | None = None, keep: bool = False, attach: bool = False, conn_id=None) -> dict:
-        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, keep))
+                   group_id: str | None = None, keep: bool = False, overrides: dict | None = None,
+                   attach: bool = False, conn_id=None) -> dict:
+        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, keep, overrides=overrides))
         if attach:
             self._op_attach([run["run_id"]], conn_id=conn_id)
         return run

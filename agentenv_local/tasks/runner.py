@@ -81,18 +81,19 @@ class Runner:
         return parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}", version=doc["version"])
 
     def submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
-               group_id: str | None = None, keep: bool = False, labels: dict | None = None) -> dict:
+               group_id: str | None = None, keep: bool = False, labels: dict | None = None,
+               overrides: dict | None = None) -> dict:
         """Create a queued run and schedule it; returns the run record. Call on the loop thread."""
         task = self.load_task(task_id, version, seed)
         run_id = new_run_id(task_id)
         state = new_state(seed)
-        state["metadata"].update({"task_id": task_id, "run_group_id": group_id})
+        state["metadata"].update({"task_id": task_id, "run_group_id": group_id, "user_overrides": overrides or {}})
         run = self.store.runs.create({
             "run_id": run_id, "task_id": task_id, "task_version": task.version, "group_id": group_id,
             "status": "queued", "owner": self.owner, "task_name": task_id.rsplit("/", 1)[-1],
             "total_steps": len(task.steps), "seed": seed or {}, "labels": labels or {}, "generation": 0,
             "steps": {s.id: {"status": "waiting", "type": s.type} for s in task.steps},
-            "levels": task.levels(), "edges": task.edges, "keep": keep,
+            "levels": task.levels(), "edges": task.edges, "keep": keep, "overrides": overrides or {},
         })
         self.store.runs.journal_append(run_id, "__seed__", "seed", {"state": state}, 0)
         self.store.events.append("run.queued", {"task_id": task_id, "task_version": task.version,

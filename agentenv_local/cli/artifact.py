@@ -1,0 +1,84 @@
+"""`agentenv artifact`: put files or folders as versioned artifacts, get them back, list them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import ago, echo_json, session, table
+
+
+@click.group()
+def artifact():
+    """Put, get and list artifacts (a file, or a folder as a file bundle)."""
+
+
+@artifact.command("put")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--id", "artifact_id", required=True, help="The artifact id.")
+@click.option("--type", "artifact_type", type=click.Choice(["file", "file_artifact_universe"]),
+              help="Default: file for a file, file_artifact_universe for a folder.")
+@click.option("--description", default="")
+def put(path, artifact_id, artifact_type, description):
+    """Store PATH (a file, or every file under a folder) as the next version of --id."""
+    from agentenv_local.artifacts import BUNDLE, FILE, put_artifact, read_folder
+
+    if path.is_dir():
+        files = read_folder(path)
+        artifact_type = artifact_type or BUNDLE
+    else:
+        files = {path.name: path.read_bytes()}
+        artifact_type = artifact_type or FILE
+    with session() as s:
+        doc = put_artifact(s.store, artifact_id, files, artifact_type=artifact_type, description=description)
+    click.echo(f"Created {artifact_type} {artifact_id} v{doc['version']} ({len(files)} file"
+               f"{'s' if len(files) != 1 else ''}, {sum(len(b) for b in files.values())} bytes).")
+
+
+@artifact.command("get")
+@click.option("--id", "artifact_id", required=True)
+@click.option("--version", type=int)
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write the files here. Without it, print the artifact's record as JSON.")
+def get(artifact_id, version, output_dir):
+    """An artifact's record, or its files written to --output-dir."""
+    from agentenv_local.artifacts import read_files
+
+    with session() as s:
+        doc = s.store.documents.get("artifacts", artifact_id, version)
+        if output_dir is None:
+            echo_json(doc)
+            return
+        files = read_files(s.store, doc)
+    root = output_dir.resolve()
+    for rel, data in files.items():
+        target = (root / rel).resolve()
+        if root not in target.parents:
+            raise click.ClickException(f"refusing to write {rel!r} outside {root}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of {artifact_id} v{doc['version']} "
+               f"to {root}.")
+
+
+@artifact.command("list")
+@click.option("--type", "artifact_type", help="Only this artifact type.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def list_artifacts(artifact_type, limit, as_json):
+    """Artifacts (latest versions), newest first."""
+    from stores.query import Query
+
+    q = Query("artifacts").sort("created_at", desc=True).limit(limit)
+    if artifact_type:
+        q.where("type", "eq", artifact_type)
+    with session() as s:
+        docs = s.store.documents.query(q)
+    rows = [{"id": d["id"], "version": d["version"], "type": d["body"].get("type"),
+             "files": len(d["body"].get("files") or {}), "created_at": d["created_at"]} for d in docs]
+    if as_json:
+        echo_json(rows)
+        return
+    table([[r["id"], f"v{r['version']}", r["type"], str(r["files"]), ago(r["created_at"])] for r in rows],
+          ["ARTIFACT", "VERSION", "TYPE", "FILES", "CREATED"])

@@ -1,0 +1,83 @@
+"""`agentenv eval`: an eval is a versioned list of tasks; running it runs each task."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import click
+
+from ._common import echo_json, session
+
+
+@click.group("eval")
+def eval_group():
+    """Create and run evals (sets of tasks)."""
+
+
+def _read_eval_file(path: Path) -> list[dict]:
+    from agentenv_local.errors import ValidationError
+
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    entries = data.get("tasks") if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not entries:
+        raise ValidationError(f"{path}: an eval is a non-empty list of tasks",
+                              hint='JSON: [{"task_id": "x", "task_version": 1}, ...]; TOML: tasks = ["x", ...]')
+    out = []
+    for i, e in enumerate(entries, start=1):
+        if isinstance(e, str):
+            e = {"task_id": e}
+        if not isinstance(e, dict) or not isinstance(e.get("task_id"), str):
+            raise ValidationError(f"{path}: entry {i}: needs a task_id")
+        out.append({"task_id": e["task_id"], "task_version": e.get("task_version")})
+    return out
+
+
+@eval_group.command("create")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "eval_id", required=True)
+def create(file, eval_id):
+    """Store an eval (JSON list of {task_id, task_version?}, or TOML tasks = [...])."""
+    from agentenv_local.errors import ValidationError
+
+    tasks = _read_eval_file(file)
+    with session() as s:
+        missing = [t["task_id"] for t in tasks
+                   if s.store.documents.find("tasks", t["task_id"], t["task_version"]) is None]
+        if missing:
+            raise ValidationError(f"{file}: unknown task(s): {', '.join(missing)}; nothing was written",
+                                  hint="create them first with `agentenv task create FILE --id ID`")
+        doc = s.store.documents.put("evals", eval_id, {"tasks": tasks, "source": str(file.resolve())})
+    click.echo(f"Created eval {eval_id} v{doc['version']} ({len(tasks)} tasks).")
+
+
+@eval_group.command("run")
+@click.option("--id", "eval_id", required=True)
+@click.option("--version", type=int)
+@click.option("--k", type=click.IntRange(1, 10_000), default=1, show_default=True, help="Runs of each task.")
+@click.option("--concurrency", type=click.IntRange(1, 1000), help="Runs at once.")
+@click.option("--json", "as_json", is_flag=True)
+def run_eval(eval_id, version, k, concurrency, as_json):
+    """Run every task of an eval --k times; prints each run's result and the pass rate."""
+    import secrets
+
+    from ._drive import Job, drive, exit_code
+
+    with session() as s:
+        doc = s.store.documents.get("evals", eval_id, version)
+        group = f"eval-{secrets.token_hex(4)}"
+        jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group)
+                for t in doc["body"]["tasks"] for _ in range(k)]
+        results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
+                        verbose_steps=False)
+    if as_json:
+        echo_json(results)
+    else:
+        passed = sum(1 for r in results if r["status"] == "passed")
+        click.echo(f"\neval {eval_id} v{doc['version']}: {passed} of {len(results)} passed")
+    return exit_code(results)

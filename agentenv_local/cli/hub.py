@@ -1,0 +1,82 @@
+"""`agentenv up` / `agentenv down`: a long-lived hub for the project, and stopping it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import click
+
+
+@click.command()
+@click.option("--detach", is_flag=True, help="Run in the background; logs go to .agentenv/logs/hub.log.")
+def up(detach):
+    """Start a long-lived hub for this project (foreground unless --detach).
+
+    Every other command finds it by itself; `agentenv down` stops it.
+    """
+    from agentenv_local.hub import connect, hub_status
+    from agentenv_local.paths import project_paths
+
+    if detach:
+        status = hub_status()
+        if status:
+            click.echo(f"A hub is already running (pid {status.get('pid')}).")
+            return 0
+        paths = project_paths().ensure()
+        log = open(paths.logs_dir / "hub.log", "ab")
+        env = {**os.environ, "AGENTENV_HOME": str(paths.state_dir)}
+        proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.cli.main", "up"], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, env=env, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise click.ClickException(f"the hub exited at start (code {proc.returncode}); "
+                                           f"see {paths.logs_dir / 'hub.log'}")
+            status = hub_status()
+            if status and status.get("pid"):
+                click.echo(f"Hub running in the background (pid {status['pid']}) for {paths.state_dir}.")
+                return 0
+            time.sleep(0.05)
+        raise click.ClickException("the hub did not answer within 10s; see .agentenv/logs/hub.log")
+    session = connect(long_lived=True)
+    hub = session.hub
+    signal.signal(signal.SIGTERM, lambda *_: hub.shutdown_requested.set())
+    click.echo(f"Hub up for {session.paths.state_dir} (pid {os.getpid()}). Ctrl-C or `agentenv down` stops it.")
+    if hub.interrupted_at_start:
+        click.echo(f"Marked {len(hub.interrupted_at_start)} run(s) left by an earlier hub as interrupted.")
+    try:
+        hub.serve_until_shutdown()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        session.close()
+    click.echo("Hub stopped.")
+    return 0
+
+
+@click.command()
+def down():
+    """Stop this project's hub (runs still going are marked interrupted; resume them later)."""
+    from agentenv_local.hub.session import RemoteSession, _Connection
+    from agentenv_local.hub import hub_status
+    from agentenv_local.paths import project_paths
+
+    status = hub_status()
+    if not status:
+        click.echo("No hub is running for this project.")
+        return 0
+    paths = project_paths()
+    conn = _Connection(paths.socket_file)
+    try:
+        conn.request("hub.shutdown", [], {})
+    finally:
+        conn.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and hub_status():
+        time.sleep(0.05)
+    click.echo(f"Hub stopped (pid {status.get('pid')}).")
+    return 0

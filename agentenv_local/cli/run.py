@@ -1,0 +1,124 @@
+"""`agentenv run [BUNDLE]`: list the bundles there are, or run one's evals/tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("bundle", required=False)
+@click.option("--task", "tasks", multiple=True, help="Run only this task (its name in tasks/). Repeatable.")
+@click.option("--eval", "evals", multiple=True, help="Run only this eval (its name in evals/). Repeatable.")
+@click.option("--k", "k", type=click.IntRange(1, 10_000), default=1, show_default=True, help="Runs of each task.")
+@click.option("--concurrency", type=click.IntRange(1, 1000), default=None,
+              help="Runs at once (default: [runner] concurrency, 4).")
+@click.option("--seeds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CSV file: one run per row, its columns fill <key> placeholders.")
+@click.option("--sandbox", help="Sandbox provider for steps that don't name one (overrides [sandbox] default).")
+@click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
+@click.option("--dry-run", is_flag=True, help="Check everything and print what would be written and run.")
+@click.option("--json", "as_json", is_flag=True, help="With no BUNDLE: list bundles as JSON. Else: runs as JSON.")
+def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, keep, dry_run, as_json):
+    """Run a bundle (a folder, or the name of a known bundle), or list the known bundles.
+
+    Runs every eval of the bundle (else every task), each --k times, --concurrency at once.
+    Exit 0 when every run passed, 1 otherwise, 130 on Ctrl-C.
+    """
+    if bundle is None:
+        return _list_bundles(as_json)
+    from agentenv_local.bundles import find_bundle, load_bundle, materialize
+    from agentenv_local.errors import ValidationError
+    from agentenv_local.tasks.seeds import read_seeds_csv
+
+    from ._common import echo_json, session
+    from ._drive import Job, drive, exit_code
+
+    folder, package = find_bundle(bundle)
+    loaded = load_bundle(folder, package)
+    selected = _select(loaded, tasks, evals)
+    seed_rows = read_seeds_csv(seeds) if seeds else [None]
+    overrides = {"sandbox": sandbox} if sandbox else None
+    with session() as s:
+        result = materialize(s.store, loaded, dry_run=dry_run)
+        if dry_run:
+            click.echo("Dry run: nothing is written or run.")
+        for line in result.lines:
+            click.echo(line.render())
+        for kind in loaded.deferred:
+            click.echo(f"note: {kind}/ is not used yet by this version (it arrives with a later release)")
+        jobs = []
+        for task_name in selected:
+            task_id, version = result.task_versions[task_name]
+            for seed in seed_rows:
+                for _ in range(k):
+                    jobs.append(Job(task_id, version, seed, label=f"tasks/{task_name}.json", overrides=overrides))
+        if dry_run:
+            for task_name in selected:
+                click.echo(f"Would run: tasks/{task_name}.json v{result.task_versions[task_name][1]}"
+                           + (f" x{len(seed_rows) * k}" if len(seed_rows) * k > 1 else ""))
+            return 0
+        if not jobs:
+            raise ValidationError(f"bundle {folder} has no tasks to run")
+        n = concurrency or int(s.config.get("runner.concurrency") or 4)
+        runs = drive(s, jobs, concurrency=n, keep=keep, verbose_steps=len(jobs) == 1)
+        if as_json:
+            echo_json(runs)
+        else:
+            _print_summary(runs)
+        return exit_code(runs)
+
+
+def _select(bundle, tasks, evals) -> list[str]:
+    from agentenv_local.errors import ValidationError
+
+    if tasks:
+        unknown = [t for t in tasks if t.removesuffix(".json").removeprefix("tasks/") not in bundle.tasks]
+        if unknown:
+            raise ValidationError(f"no task named {', '.join(unknown)} in {bundle.path}",
+                                  hint=f"tasks here: {', '.join(bundle.tasks) or 'none'}")
+        return [t.removesuffix(".json").removeprefix("tasks/") for t in tasks]
+    chosen_evals = list(evals) or list(bundle.evals)
+    if evals:
+        unknown = [e for e in evals if e not in bundle.evals]
+        if unknown:
+            raise ValidationError(f"no eval named {', '.join(unknown)} in {bundle.path}",
+                                  hint=f"evals here: {', '.join(bundle.evals) or 'none'}")
+    if chosen_evals:
+        names: list[str] = []
+        for e in chosen_evals:
+            names += [t for t in bundle.evals[e].task_names if t not in names]
+        return names
+    return list(bundle.tasks)
+
+
+def _print_summary(runs: list[dict]) -> None:
+    from ._common import duration
+
+    passed = sum(1 for r in runs if r["status"] == "passed")
+    if len(runs) > 1:
+        took = [r.get("duration_s") or 0 for r in runs]
+        click.echo(f"\n{passed} of {len(runs)} runs passed (mean {duration(sum(took) / len(took))} per run).")
+    torn = sum(len(r.get("context", {}).get("metadata", {}).get("torn_down_sandbox_ids", [])) for r in runs)
+    if torn:
+        click.echo(f"Tore down {torn} sandbox{'es' if torn != 1 else ''}.")
+    failed = [r for r in runs if r["status"] != "passed"]
+    if failed:
+        click.echo(f"See why with: agentenv runs show {failed[0]['run_id']}")
+
+
+def _list_bundles(as_json: bool) -> int:
+    from agentenv_local.bundles import known_bundles
+
+    from ._common import echo_json, table
+
+    bundles = known_bundles()
+    if as_json:
+        echo_json([b.to_dict() for b in bundles])
+        return 0
+    table([[b.name, b.package, f"{b.tasks} task{'s' if b.tasks != 1 else ''}", b.description[:70]] for b in bundles],
+          ["NAME", "PACKAGE", "CONTENTS", "DESCRIPTION"])
+    click.echo("\nRun one with: agentenv run NAME. To change one, copy its folder and run the copy: "
+               "agentenv run ./FOLDER")
+    return 0

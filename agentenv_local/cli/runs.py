@@ -1,0 +1,142 @@
+"""`agentenv runs`: list, show, resume, cancel and review runs (live, through the hub)."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import ago, duration, echo_json, score_text, session, table
+
+
+@click.group()
+def runs():
+    """List, show, resume and cancel runs."""
+
+
+@runs.command("list")
+@click.option("--status", help="Only runs with this status (queued, running, passed, failed, error, "
+                               "cancelled, interrupted).")
+@click.option("--task", "task_id", help="Only runs of this task id (or its last path segment).")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_runs(status, task_id, limit, as_json):
+    """The most recent runs, newest first."""
+    from stores.query import Query
+
+    q = Query("runs").limit(limit)
+    if status:
+        q.where("status", "eq", status)
+    with session() as s:
+        if task_id and "/" not in task_id:
+            q.where("task_name", "eq", task_id)
+        elif task_id:
+            q.where("task_id", "eq", task_id)
+        rows = s.store.runs.list(q)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("No runs yet. Start one with: agentenv run hello")
+        return
+    table([[r["run_id"], r.get("task_name") or r["task_id"], f"v{r['task_version']}", r["status"],
+            ago(r["created_at"]), duration(_took(r)), score_text(r.get("score"))] for r in rows],
+          ["RUN", "TASK", "VERSION", "STATUS", "STARTED", "DURATION", "SCORE"])
+
+
+def _took(run: dict) -> float | None:
+    import time
+
+    if run.get("started_at") is None:
+        return None
+    return (run.get("finished_at") or time.time()) - run["started_at"]
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole run record as JSON.")
+def show(run_id, as_json):
+    """One run: its steps with their states, verifications and errors. Accepts a unique prefix."""
+    with session() as s:
+        run = s.store.runs.get(s.store.runs.resolve(run_id))
+        reviews = [] if run["status"] not in ("running", "queued") else [
+            r for r in s.store.records.query({"collection": "reviews", "filters": [["run_id", "eq", run["run_id"]],
+                                                                                  ["status", "eq", "pending"]]})]
+    if as_json:
+        echo_json(run)
+        return
+    click.echo(f"run       {run['run_id']}")
+    click.echo(f"task      {run['task_id']} v{run['task_version']}")
+    click.echo(f"status    {run['status']}" + (f" (generation {run['generation']})" if run.get("generation") else ""))
+    click.echo(f"started   {ago(run.get('started_at'))}    duration {duration(_took(run))}")
+    click.echo(f"score     {score_text(run.get('score'))}")
+    if run.get("seed"):
+        click.echo(f"seed      {run['seed']}")
+    if run.get("error"):
+        click.echo(f"error     {run['error']}")
+    click.echo("\nsteps:")
+    for step_id, info in (run.get("steps") or {}).items():
+        line = f"  {info.get('status', '?'):<18} {step_id} ({info.get('type')})"
+        if info.get("duration_s") is not None:
+            line += f"  {duration(info['duration_s'])}"
+        click.echo(line)
+        if info.get("error"):
+            click.echo(f"      {info['error']}")
+    for vid, v in (run.get("verifications") or {}).items():
+        click.echo(f"\nverification {vid}: score {score_text(v.get('score'))} ({v.get('score_aggregator')})")
+        for row in v.get("results", []):
+            mark = "skip" if row.get("skipped") else ("pass" if row.get("result") else "FAIL")
+            click.echo(f"  [{mark}] {row.get('type')}: {row.get('justification', '')}")
+    for r in reviews:
+        click.echo(f"\nreview waiting: {r['body'].get('label') or r['body']['step_id']} -> "
+                   f"agentenv runs review {run['run_id']} --continue (or --abort)")
+    if run["status"] in ("interrupted", "error"):
+        click.echo(f"\nResume it with: agentenv runs resume {run['run_id']}")
+
+
+@runs.command("resume")
+@click.argument("run_id")
+def resume(run_id):
+    """Finish an interrupted (or failed) run from its journal: done steps are not run again."""
+    from ._drive import drive, exit_code
+
+    with session() as s:
+        full_id = s.store.runs.resolve(run_id)
+        results = drive(s, [], resume_run_ids=[full_id])
+    return exit_code(results)
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+def cancel(run_id):
+    """Cancel a queued or running run (its sandboxes are torn down), or close an interrupted one."""
+    import time
+
+    with session() as s:
+        result = s.call("runner.cancel", run_id=run_id)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            run = s.store.runs.get(result["run_id"])
+            if run["status"] not in ("queued", "running", "interrupted"):
+                break
+            time.sleep(0.05)
+    click.echo(f"{run['run_id']}: {run['status']}")
+
+
+@runs.command("review")
+@click.argument("run_id")
+@click.option("--continue", "decision", flag_value="continue", help="Let the run go on.")
+@click.option("--abort", "decision", flag_value="abort", help="Fail the review step (and the run).")
+def review(run_id, decision):
+    """Answer a run's pending `review` step."""
+    if decision is None:
+        raise click.UsageError("say --continue or --abort")
+    with session() as s:
+        full_id = s.store.runs.resolve(run_id)
+        pending = s.store.records.query({"collection": "reviews", "filters": [["run_id", "eq", full_id],
+                                                                             ["status", "eq", "pending"]]})
+        if not pending:
+            from agentenv_local.errors import NotFoundError
+
+            raise NotFoundError(f"run {full_id} has no review waiting for a decision")
+        for record in pending:
+            s.call("runner.review", review_id=record["id"], decision=decision)
+            click.echo(f"{record['id']}: {decision}")

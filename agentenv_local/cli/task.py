@@ -1,0 +1,136 @@
+"""`agentenv task`: create, get, validate and run stored tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ._common import echo_json, session
+
+
+@click.group()
+def task():
+    """Create, get, validate and run stored tasks."""
+
+
+@task.command("create")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "task_id", required=True, help="The task's id in the store.")
+def create(file, task_id):
+    """Validate a task JSON file and store it as the next version of --id."""
+    from agentenv_local.bundles.materialize import _json_digest
+    from agentenv_local.tasks.model import load_task_file
+
+    parsed = load_task_file(file, task_id)
+    steps = json.loads(file.read_text(encoding="utf-8-sig"))
+    description = ""
+    if isinstance(steps, dict):
+        description, steps = str(steps.get("description", "")), steps["steps"]
+    with session() as s:
+        _check_artifacts(s, parsed, str(file))
+        doc = s.store.documents.put("tasks", task_id, {"steps": steps, "description": description,
+                                                      "source": str(file.resolve())},
+                                    digest=_json_digest({"steps": steps, "description": description}))
+        for step in parsed.steps:  # each step versioned on its own too, as the reference does
+            s.store.documents.put("task_steps", f"{task_id}/{step.id}", step.to_json())
+    click.echo(f"Created task {task_id} v{doc['version']} ({len(parsed.steps)} steps).")
+
+
+def _check_artifacts(s, parsed, where: str) -> None:
+    from agentenv_local.errors import ValidationError
+
+    problems = []
+    for step in parsed.steps:
+        refs = [(f, getattr(step, f, None)) for f in step.artifact_ref_fields]
+        refs += [("artifacts", (a or {}).get("id")) for a in (getattr(step, "artifacts", None) or [])
+                 if isinstance(a, dict)]
+        for field_name, ref in refs:
+            if isinstance(ref, str) and "<" not in ref and s.store.documents.find("artifacts", ref) is None:
+                problems.append(f"step {step.id!r}: field {field_name!r}: artifact {ref!r} is not in the store")
+    if problems:
+        raise ValidationError(f"{where}: {len(problems)} problem(s); nothing was written", problems=problems,
+                              hint="put the artifact first with `agentenv artifact put PATH --id ID`")
+
+
+@task.command("get")
+@click.option("--id", "task_id", required=True)
+@click.option("--version", type=int, help="A version (default: the latest).")
+def get(task_id, version):
+    """Print a stored task's steps as JSON."""
+    with session() as s:
+        doc = s.store.documents.get("tasks", task_id, version)
+    echo_json(doc["body"]["steps"])
+
+
+@task.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_tasks(as_json):
+    """Every stored task (latest versions)."""
+    from stores.query import Query
+
+    from ._common import ago, table
+
+    with session() as s:
+        docs = s.store.documents.query(Query("tasks").sort("created_at", desc=True))
+    if as_json:
+        echo_json([{"id": d["id"], "version": d["version"], "created_at": d["created_at"],
+                    "steps": len(d["body"]["steps"])} for d in docs])
+        return
+    table([[d["id"], f"v{d['version']}", str(len(d["body"]["steps"])), ago(d["created_at"])] for d in docs],
+          ["TASK", "VERSION", "STEPS", "CREATED"])
+
+
+@task.command("validate")
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "task_id", help="Validate a stored task instead of a file.")
+@click.option("--version", type=int)
+def validate(file, task_id, version):
+    """Check a task file (or a stored task) without running it: every problem at once."""
+    from agentenv_local.tasks.model import load_task_file, parse_task
+
+    if bool(file) == bool(task_id):
+        raise click.UsageError("give a FILE or --id (one of them)")
+    if file:
+        parsed = load_task_file(file)
+        with session() as s:
+            _check_artifacts(s, parsed, str(file))
+        click.echo(f"{file}: {len(parsed.steps)} steps, no problems found.")
+        return
+    with session() as s:
+        doc = s.store.documents.get("tasks", task_id, version)
+        parsed = parse_task(doc["body"]["steps"], task_id, source=f"task {task_id} v{doc['version']}")
+        _check_artifacts(s, parsed, f"task {task_id} v{doc['version']}")
+    click.echo(f"{task_id} v{doc['version']}: {len(parsed.steps)} steps, no problems found.")
+
+
+@task.command("run")
+@click.option("--id", "task_id", required=True)
+@click.option("--version", type=int)
+@click.option("--k", type=click.IntRange(1, 10_000), default=1, show_default=True, help="Number of runs.")
+@click.option("--concurrency", type=click.IntRange(1, 1000), help="Runs at once (default: [runner] concurrency).")
+@click.option("--seeds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CSV: one run per row (times --k).")
+@click.option("--sandbox", help="Sandbox provider for steps that name none.")
+@click.option("--keep", is_flag=True, help="Keep sandboxes (no teardown).")
+@click.option("--json", "as_json", is_flag=True, help="Print the finished runs as JSON.")
+def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):
+    """Run a stored task --k times; exit 0 only if every run passed."""
+    from agentenv_local.tasks.seeds import read_seeds_csv
+
+    from ._drive import Job, drive, exit_code
+    from .run import _print_summary
+
+    rows = read_seeds_csv(seeds) if seeds else [None]
+    with session() as s:
+        doc = s.store.documents.get("tasks", task_id, version)
+        jobs = [Job(task_id, doc["version"], seed, label=task_id, overrides={"sandbox": sandbox} if sandbox else None)
+                for seed in rows for _ in range(k)]
+        results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
+                        keep=keep, verbose_steps=len(jobs) == 1)
+    if as_json:
+        echo_json(results)
+    else:
+        _print_summary(results)
+    return exit_code(results)
