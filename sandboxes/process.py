@@ -365,6 +365,21 @@ class ProcessSandboxProvider(SandboxProvider):
             )
         return sandbox
 
+    async def terminate(self, sandbox_id: str) -> bool:
+        """Terminate by id; also finishes a teardown an earlier crash left half done.
+
+        True when a running sandbox was terminated, False when there was none (leftover
+        processes or a leftover folder of a terminated one are still cleaned up).
+        """
+        sandbox = self._load(sandbox_id)
+        if sandbox is not None:
+            await sandbox.terminate()
+            return True
+        if isinstance(sandbox_id, str) and SANDBOX_ID_RE.match(sandbox_id):
+            await asyncio.to_thread(kill_tagged, sandbox_id)
+            await asyncio.to_thread(shutil.rmtree, self.root / sandbox_id, True)
+        return False
+
     async def list(self) -> list[dict[str, Any]]:
         if not self.root.is_dir():
             return []

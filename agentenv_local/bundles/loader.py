@@ -230,9 +230,15 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
             value = raw.get(field_name)
             if isinstance(value, str) and value in bundle.artifacts:
                 raw[field_name] = bundle.artifacts[value].id
-        if isinstance(raw.get("artifacts"), list):
-            raw["artifacts"] = [
-                {**a, "id": bundle.artifacts[a["id"]].id} if isinstance(a, dict) and a.get("id") in bundle.artifacts
-                else a for a in raw["artifacts"]]
+        if isinstance(raw.get("artifacts"), list):  # load_artifact's list form: {"id": ...} or a bare name
+            raw["artifacts"] = [_resolve_entry(a, bundle) for a in raw["artifacts"]]
         out.append(raw)
     return out
+
+
+def _resolve_entry(entry: object, bundle: Bundle) -> object:
+    if isinstance(entry, str) and entry in bundle.artifacts:
+        return bundle.artifacts[entry].id
+    if isinstance(entry, dict) and entry.get("id") in bundle.artifacts:
+        return {**entry, "id": bundle.artifacts[entry["id"]].id}
+    return entry

@@ -60,7 +60,7 @@ def preflight(store, bundle: Bundle) -> None:
         for raw in task.steps:
             cls = types.get(raw.get("type"))
             refs = [(f, raw.get(f)) for f in getattr(cls, "artifact_ref_fields", ()) if isinstance(raw.get(f), str)]
-            refs += [("artifacts", a.get("id")) for a in raw.get("artifacts") or [] if isinstance(a, dict)]
+            refs += [("artifacts", a.get("id") if isinstance(a, dict) else a) for a in raw.get("artifacts") or []]
             for field_name, ref in refs:
                 if not ref or ref in bundle_ids or "<" in ref:  # seed placeholders resolve per run
                     continue

@@ -43,12 +43,16 @@ class LazyGroup(click.Group):
 
         try:
             command = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{target} is a {type(command).__name__}, not a click command")
         except Exception as exc:
             if name in LAZY_COMMANDS:
                 raise
-            # A broken CLI plugin must not break the CLI: say why and skip it.
-            return click.Command(name, help=f"(plugin failed to load: {exc})",
-                                 callback=lambda: _fail(f"the plugin command {name!r} failed to load: {exc}"))
+            # A broken CLI plugin must not break the CLI: say why and skip it. (Keep the reason as
+            # text: Python unbinds `exc` when the except block ends, so the callback can't use it.)
+            reason = f"{type(exc).__name__}: {exc}"
+            return click.Command(name, help=f"(plugin failed to load: {reason})",
+                                 callback=lambda: _fail(f"the plugin command {name!r} failed to load: {reason}"))
         self.add_command(command, name)
         return command
 
@@ -113,3 +117,7 @@ def main() -> None:
     except AgentenvError as exc:
         click.echo(exc.render(), err=True)
         sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

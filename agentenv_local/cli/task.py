@@ -44,8 +44,8 @@ def _check_artifacts(s, parsed, where: str) -> None:
     problems = []
     for step in parsed.steps:
         refs = [(f, getattr(step, f, None)) for f in step.artifact_ref_fields]
-        refs += [("artifacts", (a or {}).get("id")) for a in (getattr(step, "artifacts", None) or [])
-                 if isinstance(a, dict)]
+        refs += [("artifacts", a.get("id") if isinstance(a, dict) else a)
+                 for a in (getattr(step, "artifacts", None) or [])]
         for field_name, ref in refs:
             if isinstance(ref, str) and "<" not in ref and s.store.documents.find("artifacts", ref) is None:
                 problems.append(f"step {step.id!r}: field {field_name!r}: artifact {ref!r} is not in the store")

@@ -16,7 +16,7 @@ from agentenv_local.errors import NotFoundError, StepError
 from .scoring import aggregate
 
 if TYPE_CHECKING:
-    from sandboxes.base import Sandbox, SandboxProvider
+    from agentenv_local.sandbox_api import Sandbox, SandboxProvider
 
     from .runner import RunServices
     from .step import Step

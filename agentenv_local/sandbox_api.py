@@ -1,0 +1,124 @@
+"""The sandbox provider interface (providers live in the `sandboxes` package and register under
+`agentenv_local.sandbox_providers`).
+
+A provider creates sandboxes from a SandboxSpec, finds one again by id from a fresh process,
+lists its sandboxes and terminates them (idempotently). A Sandbox runs commands and moves files.
+Paths inside a sandbox are POSIX; `/app` is the working root (relative paths resolve under it).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class NetworkPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["none", "allow_all", "allowlist"] = "none"
+    allow_hosts: list[str] = Field(default_factory=list)
+    allow_cidrs: list[str] = Field(default_factory=list)
+
+
+class SandboxSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    mode: Literal["vm", "container"] = "vm"
+    image: str | None = None
+    cpu: float = 1.0
+    memory_mb: int = 8192
+    pids: int | None = None
+    ttl_seconds: int = Field(default=7200, ge=60, le=1_209_600)
+    exposed_ports: list[int] = Field(default_factory=list)
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    network_policy: NetworkPolicy | None = None
+    run_id: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def to_dict(self) -> dict:
+        return {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
+                "timed_out": self.timed_out, "duration_s": round(self.duration_s, 4)}
+
+
+class Sandbox(abc.ABC):
+    type: ClassVar[str] = ""
+
+    def __init__(self, sandbox_id: str, spec: SandboxSpec):
+        self.sandbox_id = sandbox_id
+        self.spec = spec
+
+    @abc.abstractmethod
+    async def exec(self, command: str | list[str], *, timeout: float | None = 120.0,
+                   env: dict[str, str] | None = None, cwd: str = "/app") -> ExecResult:
+        """Run a command (a list is argv; a string runs under `bash -c`)."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    async def read_file(self, path: str) -> bytes: ...
+
+    @abc.abstractmethod
+    async def exists(self, path: str, kind: Literal["any", "file", "dir"] = "any") -> bool: ...
+
+    @abc.abstractmethod
+    async def list_files(self, path: str) -> list[str]:
+        """Every file under `path`, as paths relative to it."""
+
+    @abc.abstractmethod
+    async def terminate(self) -> None:
+        """Stop everything the sandbox runs and free it. Calling it twice is fine."""
+
+    def to_record(self) -> dict[str, Any]:
+        return {"sandbox_id": self.sandbox_id, "sandbox_type": self.type, "sandbox_name": self.spec.name,
+                "sandbox_mode": self.spec.mode, "run_id": self.spec.run_id}
+
+
+class SandboxProvider(abc.ABC):
+    name: ClassVar[str] = ""
+    # What the provider isolates; "none" means commands run on the host as you.
+    isolation: ClassVar[str] = "none"
+    supported_modes: ClassVar[tuple[str, ...]] = ("vm",)
+
+    def __init__(self, state_dir: Path, config: dict[str, Any] | None = None):
+        self.state_dir = Path(state_dir)
+        self.config = dict(config or {})
+
+    @abc.abstractmethod
+    async def create(self, spec: SandboxSpec) -> Sandbox: ...
+
+    @abc.abstractmethod
+    async def get(self, sandbox_id: str) -> Sandbox:
+        """Find a sandbox by id (works from a fresh process); NotFoundError when it is gone."""
+
+    @abc.abstractmethod
+    async def list(self) -> list[dict[str, Any]]: ...
+
+    async def terminate(self, sandbox_id: str) -> bool:
+        """Terminate by id; False when there was nothing to terminate."""
+        from agentenv_local.errors import NotFoundError
+
+        try:
+            sandbox = await self.get(sandbox_id)
+        except NotFoundError:
+            return False
+        await sandbox.terminate()
+        return True

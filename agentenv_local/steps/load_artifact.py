@@ -1,0 +1,129 @@
+"""`load_artifact`: copy the files of stored artifacts into a deployed sandbox.
+
+A `file_artifact_universe` lands under `destination_path` with its relative paths; a `file`
+artifact lands as its filename under `destination_path`. Each load is recorded in
+`metadata.loaded_file_artifact_universes` (the reference's shape). Loading into an env
+(`env_id`, data/add) or an agent (`agent_name`) comes with the gateway and agents work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentenv_local import artifacts as artifact_types
+from agentenv_local.errors import AgentenvError, StepError
+from agentenv_local.tasks.step import Step
+
+from . import join_path, not_yet, resolve_sandbox_name
+
+if TYPE_CHECKING:
+    from agentenv_local.tasks.context import StepContext
+
+LOADABLE_TYPES = (artifact_types.FILE, artifact_types.BUNDLE)
+
+
+class ArtifactRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1)
+
+
+class LoadArtifactStep(Step):
+    type: ClassVar[str] = "load_artifact"
+    # Bare artifact names are resolved by the bundle loader in these fields. The ids inside the
+    # `artifacts` list (artifacts[].id) are refs too: a loader rewriting names must also call
+    # `rewrite_artifact_refs` (below), which handles both places.
+    artifact_ref_fields: ClassVar[tuple[str, ...]] = ("artifact_id",)
+
+    artifact_id: str | None = None
+    artifact_version: int | None = Field(default=None, ge=1)
+    artifacts: list[ArtifactRef] | None = None
+    sandbox_name: str | None = None  # None: the run's only deployed sandbox
+    destination_path: str = "/app"
+    env_id: str | None = None
+    agent_name: str | None = None
+
+    @field_validator("artifacts", mode="before")
+    @classmethod
+    def _bare_ids(cls, value: Any) -> Any:
+        # ["a", {"id": "b", "version": 2}] is fine: a bare string is a ref to the latest version.
+        if isinstance(value, list):
+            return [{"id": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @classmethod
+    def rewrite_artifact_refs(cls, raw: dict, resolve: Callable[[str], str]) -> dict:
+        """A copy of a raw step dict with every artifact id (artifact_id and artifacts[].id) resolved."""
+        out = dict(raw)
+        for field in cls.artifact_ref_fields:
+            if isinstance(out.get(field), str):
+                out[field] = resolve(out[field])
+        if isinstance(out.get("artifacts"), list):
+            out["artifacts"] = [
+                resolve(a) if isinstance(a, str)
+                else {**a, "id": resolve(a["id"])} if isinstance(a, dict) and isinstance(a.get("id"), str) else a
+                for a in out["artifacts"]
+            ]
+        return out
+
+    def refs(self) -> list[ArtifactRef]:
+        if self.artifact_id:
+            return [ArtifactRef(id=self.artifact_id, version=self.artifact_version)]
+        return list(self.artifacts or [])
+
+    def config_problems(self) -> list[str]:
+        problems = []
+        if self.artifact_id and self.artifacts is not None:
+            problems.append("artifact_id, artifacts: give one of them, not both")
+        elif not self.artifact_id and self.artifacts is None:
+            problems.append("artifact_id: name the artifact to load (or list several in artifacts)")
+        elif self.artifacts is not None and not self.artifacts:
+            problems.append("artifacts: the list is empty")
+        if self.artifact_version is not None and not self.artifact_id:
+            problems.append("artifact_version: only goes with artifact_id (pin versions inside artifacts instead)")
+        targets = [f for f in ("sandbox_name", "env_id", "agent_name") if getattr(self, f)]
+        if len(targets) > 1:
+            problems.append(f"{', '.join(targets)}: load into one target per step")
+        if not self.destination_path:
+            problems.append("destination_path: must not be empty")
+        return problems
+
+    async def execute(self, ctx: "StepContext") -> None:
+        if self.env_id:
+            raise not_yet(ctx, "loading into an env (env_id)", "gateway")
+        if self.agent_name:
+            raise not_yet(ctx, "loading into an agent (agent_name)", "agents")
+        refs = self.refs()
+        if not refs:
+            raise StepError(f"step {self.id!r}: nothing to load", hint="set artifact_id or artifacts")
+        name = resolve_sandbox_name(ctx, self.sandbox_name)
+        sandbox = await ctx.sandbox(name)
+        # Resolve every artifact first, so a missing one fails the step before anything is written.
+        loads = []
+        for ref in refs:
+            doc = ctx.artifact(ref.id, ref.version)
+            kind = doc["body"].get("type")
+            if kind not in LOADABLE_TYPES:
+                raise StepError(f"step {self.id!r}: artifact {ref.id!r} v{doc['version']} is a {kind!r} artifact; "
+                                f"a sandbox takes {' or '.join(LOADABLE_TYPES)} artifacts")
+            try:
+                files = ctx.artifact_files(doc)
+            except AgentenvError as exc:
+                raise StepError(f"step {self.id!r}: cannot read artifact {ref.id!r} v{doc['version']}: {exc.message}",
+                                hint=exc.hint) from exc
+            loads.append((doc, kind, files))
+        for doc, kind, files in loads:
+            for rel, data in sorted(files.items()):
+                try:
+                    await sandbox.write_file(join_path(self.destination_path, rel), data)
+                except AgentenvError as exc:
+                    raise StepError(f"step {self.id!r}: cannot write {rel!r} of artifact {doc['id']!r} into "
+                                    f"sandbox {name!r}: {exc.message}", hint=exc.hint) from exc
+            ctx.metadata.setdefault("loaded_file_artifact_universes", []).append({
+                "id": doc["id"], "version": doc["version"], "artifact_type": kind, "sandbox_name": name,
+                "destination_path": self.destination_path, "files": sorted(files),
+            })
+            ctx.log(f"loaded {len(files)} file(s) of {doc['id']} v{doc['version']} into {name}:{self.destination_path}")

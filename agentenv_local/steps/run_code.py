@@ -1,0 +1,253 @@
+"""`run_code`: call `run(input)` of a Python script artifact in a separate Python process.
+
+`input` is `{"args": <the step's args>, "results": <metadata.script_results so far>}`. The
+function may be async. Its return value must be JSON (at most 50 MiB); it is stored in
+`metadata.script_results[result_id]`. The script runs in the sandbox named by `sandbox_name`
+(its files are copied to a scratch folder under /app and the command's working directory is
+/app), or, without a sandbox, in a temporary folder on this machine.
+
+A tiny runner (RUNNER_SOURCE) imports the script file, calls the entrypoint and writes one JSON
+document to a result file: `{"ok": true, "result": ...}` or `{"ok": false, "error", "traceback"}`.
+A result file rather than stdout keeps whatever the script prints out of the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import posixpath
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+
+from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+from agentenv_local.tasks.step import Step
+
+from . import not_yet, tail
+
+if TYPE_CHECKING:
+    from agentenv_local.tasks.context import StepContext
+
+MAX_RESULT_BYTES = 50 * 1024 * 1024
+SANDBOX_SCRATCH = "/app/.agentenv-run-code"
+
+RUNNER_SOURCE = r'''
+import asyncio, importlib.util, inspect, json, os, sys, traceback
+
+def main():
+    script, entrypoint, input_path, result_path, max_bytes = sys.argv[1:6]
+
+    def finish(payload, code):
+        with open(result_path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(json.dumps(payload) if isinstance(payload, dict) else payload)
+        os.replace(result_path + ".tmp", result_path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    name = os.path.basename(script)
+    try:
+        with open(input_path, encoding="utf-8") as f:
+            data = json.load(f)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        spec = importlib.util.spec_from_file_location("agentenv_run_code_script", script)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        fn = getattr(module, entrypoint, None)
+        if not callable(fn):
+            finish({"ok": False, "error": f"{name} defines no function {entrypoint!r}"}, 2)
+        value = fn(data)
+        if inspect.isawaitable(value):
+            async def wait(awaitable):
+                return await awaitable
+            value = asyncio.run(wait(value))
+        try:
+            text = json.dumps({"ok": True, "result": value}, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            finish({"ok": False, "error": f"{entrypoint}() returned something that is not JSON: {exc}"}, 2)
+        if len(text.encode("utf-8")) > int(max_bytes):
+            finish({"ok": False, "error": f"{entrypoint}() returned {len(text.encode('utf-8'))} bytes of JSON; "
+                                           f"the limit is {max_bytes}"}, 2)
+        finish(text, 0)
+    except BaseException as exc:
+        finish({"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}, 1)
+
+main()
+'''
+
+
+class RunCodeStep(Step):
+    type: ClassVar[str] = "run_code"
+    artifact_ref_fields: ClassVar[tuple[str, ...]] = ("script_artifact_id",)
+
+    script_artifact_id: str = Field(min_length=1)
+    script_artifact_version: int | None = Field(default=None, ge=1)
+    script_file: str | None = None  # which file of a bundle; None: the only .py file, or main.py
+    entrypoint: str = "run"
+    args: Any = Field(default_factory=dict)
+    result_id: str | None = None  # None: the step id
+    timeout_seconds: float = Field(default=300, gt=0)
+    sandbox_name: str | None = None  # None: a temporary folder on this machine
+    env_id: str | None = None
+    agent_name: str | None = None
+
+    def config_problems(self) -> list[str]:
+        problems = []
+        if not self.entrypoint.isidentifier():
+            problems.append(f"entrypoint: {self.entrypoint!r} is not a Python function name")
+        if self.script_file is not None:
+            parts = PurePosixPath(self.script_file).parts
+            if not self.script_file or self.script_file.startswith("/") or ".." in parts:
+                problems.append(f"script_file: {self.script_file!r} must be a relative path inside the artifact")
+        if self.result_id is not None and not self.result_id:
+            problems.append("result_id: must not be empty")
+        targets = [f for f in ("sandbox_name", "env_id", "agent_name") if getattr(self, f)]
+        if len(targets) > 1:
+            problems.append(f"{', '.join(targets)}: run in one place per step")
+        try:
+            json.dumps(self.args)
+        except (TypeError, ValueError):
+            problems.append("args: must be JSON")
+        return problems
+
+    def pick_script(self, files: dict[str, bytes]) -> str:
+        if self.script_file:
+            if self.script_file not in files:
+                raise StepError(f"step {self.id!r}: artifact {self.script_artifact_id!r} has no file "
+                                f"{self.script_file!r}", hint=f"its files: {', '.join(sorted(files))}")
+            return self.script_file
+        python = sorted(f for f in files if f.endswith(".py"))
+        if len(python) == 1:
+            return python[0]
+        if "main.py" in files:
+            return "main.py"
+        if len(files) == 1:
+            return next(iter(files))
+        raise StepError(f"step {self.id!r}: artifact {self.script_artifact_id!r} has {len(python)} Python files "
+                        "and no main.py; say which one to run",
+                        hint=f"set script_file to one of: {', '.join(python or sorted(files))}")
+
+    async def execute(self, ctx: "StepContext") -> None:
+        if self.env_id:
+            raise not_yet(ctx, "running code against an env (env_id)", "gateway")
+        if self.agent_name:
+            raise not_yet(ctx, "running code in an agent's sandbox (agent_name)", "agents")
+        doc = ctx.artifact(self.script_artifact_id, self.script_artifact_version)
+        try:
+            files = ctx.artifact_files(doc)
+        except AgentenvError as exc:
+            raise StepError(f"step {self.id!r}: cannot read artifact {self.script_artifact_id!r}: "
+                            f"{exc.message}") from exc
+        script = self.pick_script(files)
+        payload = json.dumps({"args": self.args, "results": ctx.metadata.get("script_results", {})}).encode()
+        where = f"{script} ({doc['id']} v{doc['version']})"
+        if self.sandbox_name:
+            code, stdout, stderr, timed_out, raw = await self._in_sandbox(ctx, files, script, payload)
+        else:
+            code, stdout, stderr, timed_out, raw = await self._on_host(files, script, payload)
+        if stdout.strip():
+            ctx.log(f"{script} printed: {tail(stdout, 2000)}")
+        if timed_out:
+            raise StepError(f"step {self.id!r}: {where} did not finish within {self.timeout_seconds:g}s; it was killed",
+                            hint="raise timeout_seconds, or make the script faster")
+        if raw is None:
+            raise StepError(f"step {self.id!r}: {where} exited with code {code} without a result"
+                            + (f": {tail(stderr, 1500)}" if stderr.strip() else ""))
+        if len(raw) > MAX_RESULT_BYTES + 64:
+            raise StepError(f"step {self.id!r}: {where} returned more than {MAX_RESULT_BYTES} bytes")
+        try:
+            outcome = json.loads(raw)
+        except ValueError as exc:
+            raise StepError(f"step {self.id!r}: {where} left an unreadable result: {exc}") from exc
+        if not outcome.get("ok"):
+            trace = outcome.get("traceback") or stderr
+            raise StepError(f"step {self.id!r}: {where} {self.entrypoint}() failed: {outcome.get('error')}"
+                            + (f"\n{tail(trace, 2000)}" if trace and trace.strip() else ""))
+        result_id = self.result_id or self.id
+        ctx.metadata.setdefault("script_results", {})[result_id] = outcome.get("result")
+        ctx.log(f"{where}: {self.entrypoint}() returned a result, stored as script_results[{result_id!r}]")
+
+    # -- where the script runs ----------------------------------------------------------------
+    def _argv(self, python: str, folder: str, script: str) -> list[str]:
+        join = posixpath.join
+        return [python, join(folder, "_agentenv_runner.py"), join(folder, script), self.entrypoint,
+                join(folder, "_agentenv_input.json"), join(folder, "_agentenv_result.json"), str(MAX_RESULT_BYTES)]
+
+    async def _on_host(self, files: dict[str, bytes], script: str, payload: bytes):
+        folder = Path(tempfile.mkdtemp(prefix="agentenv-run-code-"))
+        try:
+            for rel, data in files.items():
+                target = (folder / rel).resolve()
+                if not str(target).startswith(str(folder.resolve()) + os.sep):
+                    raise StepError(f"step {self.id!r}: artifact file {rel!r} would land outside the work folder")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            (folder / "_agentenv_runner.py").write_text(RUNNER_SOURCE)
+            (folder / "_agentenv_input.json").write_bytes(payload)
+            env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+            code, out, err, timed_out = await _run_host(self._argv(sys.executable, str(folder), script), folder, env,
+                                                        self.timeout_seconds)
+            result_file = folder / "_agentenv_result.json"
+            raw = result_file.read_bytes() if result_file.is_file() else None
+            return code, out, err, timed_out, raw
+        finally:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+
+    async def _in_sandbox(self, ctx: "StepContext", files: dict[str, bytes], script: str, payload: bytes):
+        sandbox = await ctx.sandbox(self.sandbox_name)
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.id)[:40]
+        folder = f"{SANDBOX_SCRATCH}/{slug}-{secrets.token_hex(4)}"
+        try:
+            for rel, data in files.items():
+                await sandbox.write_file(f"{folder}/{rel}", data)
+            await sandbox.write_file(f"{folder}/_agentenv_runner.py", RUNNER_SOURCE.encode())
+            await sandbox.write_file(f"{folder}/_agentenv_input.json", payload)
+            python = getattr(sandbox, "python_executable", "python3")
+            result = await sandbox.exec(self._argv(python, folder, script), timeout=self.timeout_seconds,
+                                        env={"PYTHONDONTWRITEBYTECODE": "1"}, cwd="/app")
+            try:
+                raw = await sandbox.read_file(f"{folder}/_agentenv_result.json")
+            except NotFoundError:
+                raw = None
+            return result.exit_code, result.stdout, result.stderr, result.timed_out, raw
+        except AgentenvError as exc:
+            raise StepError(f"step {self.id!r}: cannot run {script} in sandbox {self.sandbox_name!r}: {exc.message}",
+                            hint=exc.hint) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await sandbox.exec(["rm", "-rf", folder], timeout=30)
+
+
+async def _run_host(argv: list[str], cwd: Path, env: dict[str, str], timeout: float):
+    """Run argv in its own process group; kill the group on timeout. (code, stdout, stderr, timed_out)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = await asyncio.create_subprocess_exec(*argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+                                                    stdout=out, stderr=err, start_new_session=True)
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read(4 * 1024 * 1024).decode("utf-8", errors="replace"))
+        return proc.returncode, texts[0], texts[1], timed_out

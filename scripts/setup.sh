@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up a development environment in ./.venv: the package (editable) and, with --test,
+# what the tests need. Safe to run again; fast when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) want_test=1 ;;
+    *) echo "usage: scripts/setup.sh [--test]" >&2; exit 2 ;;
+  esac
+done
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "agentenv-local needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+
+extra=""
+[ "$want_test" = 1 ] && extra="[test]"
+# Reinstall only when pyproject.toml changed since the last install.
+stamp=".venv/.agentenv-installed$extra"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --disable-pip-version-check -q -e ".$extra"
+  touch "$stamp"
+fi
