@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 STATE_DIR_NAME = ".agentenv"
 
@@ -54,9 +55,9 @@ class ProjectPaths:
         return self
 
 
-def find_state_dir(start: Path | None = None) -> Path:
+def find_state_dir(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """AGENTENV_HOME wins; else the nearest `.agentenv/` walking up; else `./.agentenv`."""
-    home = os.environ.get("AGENTENV_HOME")
+    home = (os.environ if environ is None else environ).get("AGENTENV_HOME")
     if home:
         return Path(home).expanduser().resolve()
     here = (start or Path.cwd()).resolve()

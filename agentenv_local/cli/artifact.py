@@ -68,7 +68,7 @@ def get(artifact_id, version, output_dir):
 @click.option("--json", "as_json", is_flag=True)
 def list_artifacts(artifact_type, limit, as_json):
     """Artifacts (latest versions), newest first."""
-    from stores.query import Query
+    from agentenv_local.query import Query
 
     q = Query("artifacts").sort("created_at", desc=True).limit(limit)
     if artifact_type:

@@ -20,7 +20,7 @@ def runs():
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_runs(status, task_id, limit, as_json):
     """The most recent runs, newest first."""
-    from stores.query import Query
+    from agentenv_local.query import Query
 
     q = Query("runs").limit(limit)
     if status:

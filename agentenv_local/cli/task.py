@@ -68,7 +68,7 @@ def get(task_id, version):
 @click.option("--json", "as_json", is_flag=True)
 def list_tasks(as_json):
     """Every stored task (latest versions)."""
-    from stores.query import Query
+    from agentenv_local.query import Query
 
     from ._common import ago, table
 

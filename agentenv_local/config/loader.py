@@ -100,17 +100,7 @@ def _raise(problems: list[_Problem], where: str) -> None:
 
 
 def _state_dir(start: Path | None, environ: Mapping[str, str] | None) -> Path:
-    if environ is None:
-        return find_state_dir(start)
-    # An explicit environment mapping: honour its AGENTENV_HOME, not the process's.
-    home = environ.get("AGENTENV_HOME")
-    if home:
-        return Path(home).expanduser().resolve()
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / STATE_DIR_NAME).is_dir():
-            return folder / STATE_DIR_NAME
-    return here / STATE_DIR_NAME
+    return find_state_dir(start, environ)
 
 
 def discover(state_dir: Path, environ: Mapping[str, str]) -> Path | None:
@@ -447,7 +437,10 @@ class Config:
     def secret_store(self):
         """The secret store `secret:` refs read ([secrets] file, use_env)."""
         if self._secret_store is None:
-            from stores.secrets import SecretStore  # the store package depends on us, so import late
+            from agentenv_local.plugins import registry
+
+            # Stores register as plugins (the core never imports the stores package directly).
+            SecretStore = registry().get("stores", "secrets")
 
             self._store_building = True
             try:

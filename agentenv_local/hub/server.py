@@ -31,8 +31,7 @@ class Hub:
     """Owns the store for one project. Create with `Hub.start(paths, config, lock)`."""
 
     def __init__(self, paths: ProjectPaths, config: Any, lock: HubLock, long_lived: bool = False):
-        from stores.database import DuckDBStore
-
+        from agentenv_local.plugins import registry
         from agentenv_local.tasks.runner import Runner
         from agentenv_local.tasks.services import RunServices
 
@@ -42,7 +41,11 @@ class Hub:
         self.long_lived = long_lived
         self.session_id = f"{os.getpid()}-{time.time_ns()}"
         flush_ms = int(config.get("store.flush_interval_ms") or 200)
-        self.store = DuckDBStore(paths.store_file, paths.objects_dir, flush_interval=flush_ms / 1000)
+        store_cls = registry().get("stores", "duckdb")
+        if store_cls is None:
+            raise HubError("the duckdb store is not installed or failed to load: "
+                           f"{registry().failure('stores', 'duckdb')}", hint="reinstall agentenv-local")
+        self.store = store_cls(paths.store_file, paths.objects_dir, flush_interval=flush_ms / 1000)
         # Whatever was queued or running under an earlier hub died with it.
         self.interrupted_at_start = self.store.runs.mark_interrupted(lambda owner: False)
         for run_id in self.interrupted_at_start:
