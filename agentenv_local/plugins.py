@@ -101,9 +101,14 @@ class PluginRegistry:
             obj = importlib.import_module(module_name)
             for part in filter(None, attr.split(".")):
                 obj = getattr(obj, part)
-            c.obj, c.status = obj, "active"
         except Exception as exc:  # a broken plugin must never break the CLI
             c.status, c.reason = "failed", f"{type(exc).__name__}: {exc}"
+            return
+        problem = _invalid(c.group, c.name, obj)
+        if problem:
+            c.status, c.reason = "failed", f"invalid plugin: {problem}"
+        else:
+            c.obj, c.status = obj, "active"
 
     def load_all(self, group: str) -> dict[str, Contribution]:
         contributions = self.contributions(group)
@@ -140,6 +145,32 @@ class PluginRegistry:
         for group in GROUPS:
             out += self.load_all(group).values()
         return out
+
+
+def _invalid(group: str, name: str, obj: Any) -> str | None:
+    """Why `obj` cannot serve as `name` in `group`, or None when it can."""
+    if group == "task_steps":
+        from agentenv_local.tasks.step import Step
+
+        if not (isinstance(obj, type) and issubclass(obj, Step)):
+            return "a task step must be a subclass of agentenv_local.tasks.step.Step"
+        if obj.type != name:
+            return f"the class's type is {obj.type!r} but it is registered as {name!r}"
+    elif group == "sandbox_providers":
+        from agentenv_local.sandbox_api import SandboxProvider
+
+        if not (isinstance(obj, type) and issubclass(obj, SandboxProvider)):
+            return "a sandbox provider must subclass agentenv_local.sandbox_api.SandboxProvider"
+        if obj.name != name:
+            return f"the provider's name is {obj.name!r} but it is registered as {name!r}"
+    elif group == "cli":
+        import click
+
+        if not isinstance(obj, click.Command):
+            return f"it is a {type(obj).__name__}, not a click command (or group)"
+    elif group in ("stores", "env_types", "env_providers", "agents") and not callable(obj):
+        return "expected a class or factory"
+    return None
 
 
 _registry = PluginRegistry()

@@ -78,6 +78,8 @@ class RunStore:
     def resolve(self, prefix: str) -> str:
         """Accept a unique prefix of a run id, like git does for commits."""
         with self._lock:
+            if self._con.execute("SELECT 1 FROM runs WHERE run_id = ?", [prefix]).fetchall():
+                return prefix  # an exact id wins even when it prefixes a longer one
             rows = self._con.execute(
                 "SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]
             ).fetchall()

@@ -35,24 +35,22 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.commands:
             return self.commands[name]
-        target = LAZY_COMMANDS.get(name, (None,))[0] or _plugin_commands().get(name)
-        if target is None:
-            return None
-        module_name, _, attr = target.partition(":")
-        import importlib
+        if name in LAZY_COMMANDS:
+            module_name, _, attr = LAZY_COMMANDS[name][0].partition(":")
+            import importlib
 
-        try:
             command = getattr(importlib.import_module(module_name), attr)
-            if not isinstance(command, click.Command):
-                raise TypeError(f"{target} is a {type(command).__name__}, not a click command")
-        except Exception as exc:
-            if name in LAZY_COMMANDS:
-                raise
-            # A broken CLI plugin must not break the CLI: say why and skip it. (Keep the reason as
-            # text: Python unbinds `exc` when the except block ends, so the callback can't use it.)
-            reason = f"{type(exc).__name__}: {exc}"
-            return click.Command(name, help=f"(plugin failed to load: {reason})",
-                                 callback=lambda: _fail(f"the plugin command {name!r} failed to load: {reason}"))
+        elif name in _plugin_commands():
+            from agentenv_local.plugins import registry
+
+            command = registry().get("cli", name)
+            if command is None:
+                # A broken CLI plugin must not break the CLI: say why and skip it.
+                reason = registry().failure("cli", name) or "unknown reason"
+                return click.Command(name, help=f"(plugin failed to load: {reason})",
+                                     callback=lambda: _fail(f"the plugin command {name!r} failed to load: {reason}"))
+        else:
+            return None
         self.add_command(command, name)
         return command
 
@@ -68,15 +66,12 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-def _plugin_commands() -> dict[str, str]:
-    """Top-level commands contributed by plugins; core names win."""
-    from importlib import metadata
+def _plugin_commands() -> set[str]:
+    """Top-level command names contributed by plugins (found, not imported); core names win,
+    and a name two plugins claim is offered by neither (see `agentenv plugin list`)."""
+    from agentenv_local.plugins import registry
 
-    out = {}
-    for ep in metadata.entry_points(group="agentenv_local.cli"):
-        if ep.name not in LAZY_COMMANDS:
-            out[ep.name] = ep.value
-    return out
+    return {name for name in registry().contributions("cli") if ":" not in name and name not in LAZY_COMMANDS}
 
 
 def _fail(message: str) -> None:

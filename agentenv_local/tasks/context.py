@@ -65,7 +65,7 @@ class StepContext:
     # -- sandboxes --------------------------------------------------------------------
     def default_sandbox_type(self) -> str:
         """The provider for steps that name none: the run's --sandbox, else [sandbox] default."""
-        return self.metadata.get("user_overrides", {}).get("sandbox") or self.services.default_sandbox_type()
+        return self.services.default_sandbox_type(self.metadata.get("user_overrides", {}).get("sandbox"))
 
     def sandbox_provider(self, name: str | None = None) -> "SandboxProvider":
         return self.services.sandbox_provider(name)

@@ -19,8 +19,14 @@ class RunServices:
     _providers: dict[str, Any] = field(default_factory=dict)
     _review_waiters: dict[str, asyncio.Event] = field(default_factory=dict)
 
-    def default_sandbox_type(self) -> str:
-        return str(self.config.get("sandbox.default") or "process")
+    def default_sandbox_type(self, preference: str | None = None) -> str:
+        """The first provider of a fallback chain ("podman,process") that is installed."""
+        chain = [n.strip() for n in str(preference or self.config.get("sandbox.default") or "process").split(",")]
+        chain = [n for n in chain if n]
+        for name in chain:
+            if registry().get("sandbox_providers", name) is not None:
+                return name
+        return chain[0] if chain else "process"  # unknown: sandbox_provider() explains what exists
 
     def sandbox_provider(self, name: str | None = None):
         name = name or self.default_sandbox_type()
