@@ -176,5 +176,33 @@ def _invalid(group: str, name: str, obj: Any) -> str | None:
 _registry = PluginRegistry()
 
 
+def register_config_impls(config: Any) -> list[str]:
+    """Register the step types a config names in `[task_steps] impls` ("module:Class").
+
+    Returns the problems (a bad import path, a class that is not a Step) instead of raising, so
+    one bad line does not stop commands that don't need that step; parsing a task that uses it
+    reports the type as unknown with this reason.
+    """
+    import importlib
+
+    problems = []
+    for spec in config.get("task_steps.impls") or []:
+        module_name, _, attr = str(spec).partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+            for part in filter(None, attr.split(".")):
+                obj = getattr(obj, part)
+        except Exception as exc:
+            problems.append(f"[task_steps] impls: {spec}: {type(exc).__name__}: {exc}")
+            continue
+        name = getattr(obj, "type", "")
+        problem = _invalid("task_steps", name, obj) if name else "the class has no `type`"
+        if problem:
+            problems.append(f"[task_steps] impls: {spec}: {problem}")
+        else:
+            _registry.register("task_steps", name, obj)
+    return problems
+
+
 def registry() -> PluginRegistry:
     return _registry

@@ -11,13 +11,12 @@ socket) and `close()` lingers until its clients are done. Otherwise calls go ove
 from __future__ import annotations
 
 import json
-import os
 import queue
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from agentenv_local.errors import HubError, from_wire
 from agentenv_local.paths import ProjectPaths, project_paths
@@ -192,6 +191,12 @@ def connect(start: Path | None = None, config: Any = None, long_lived: bool = Fa
 
         config = load_config(start)
     paths.ensure()
+    from agentenv_local.plugins import register_config_impls
+
+    for problem in register_config_impls(config):
+        import logging
+
+        logging.getLogger(__name__).warning(problem)
     lock = HubLock(paths.lock_file)
     timeout = float(config.get("hub.start_timeout_s") or 5.0)
     deadline = time.monotonic() + timeout

@@ -21,8 +21,6 @@ import posixpath
 import re
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+from agentenv_local.procs import run_process
 from agentenv_local.tasks.step import Step
 
 from . import not_yet, tail
@@ -196,8 +195,9 @@ class RunCodeStep(Step):
             (folder / "_agentenv_runner.py").write_text(RUNNER_SOURCE)
             (folder / "_agentenv_input.json").write_bytes(payload)
             env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-            code, out, err, timed_out = await _run_host(self._argv(sys.executable, str(folder), script), folder, env,
-                                                        self.timeout_seconds)
+            done = await run_process(self._argv(sys.executable, str(folder), script), cwd=folder, env=env,
+                                     timeout=self.timeout_seconds)
+            code, out, err, timed_out = done.exit_code, done.stdout, done.stderr, done.timed_out
             result_file = folder / "_agentenv_result.json"
             raw = result_file.read_bytes() if result_file.is_file() else None
             return code, out, err, timed_out, raw
@@ -227,27 +227,3 @@ class RunCodeStep(Step):
         finally:
             with contextlib.suppress(Exception):
                 await sandbox.exec(["rm", "-rf", folder], timeout=30)
-
-
-async def _run_host(argv: list[str], cwd: Path, env: dict[str, str], timeout: float):
-    """Run argv in its own process group; kill the group on timeout. (code, stdout, stderr, timed_out)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = await asyncio.create_subprocess_exec(*argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
-                                                    stdout=out, stderr=err, start_new_session=True)
-        timed_out = False
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except asyncio.TimeoutError:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise
-        texts = []
-        for f in (out, err):
-            f.seek(0)
-            texts.append(f.read(4 * 1024 * 1024).decode("utf-8", errors="replace"))
-        return proc.returncode, texts[0], texts[1], timed_out

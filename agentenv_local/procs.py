@@ -1,0 +1,68 @@
+"""Running a host command in its own process group, with a timeout that kills the whole group.
+
+Shared by the process sandbox and by steps that run helpers on the host (run_code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from agentenv_local.sandbox_api import ExecResult
+
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _read_capped(f) -> str:
+    f.seek(0)
+    data = f.read(MAX_OUTPUT_BYTES + 1)
+    text = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace")
+    if len(data) > MAX_OUTPUT_BYTES:
+        text += f"\n[output truncated at {MAX_OUTPUT_BYTES} bytes]"
+    return text
+
+
+async def run_process(argv: list[str], *, cwd: str | Path, env: dict[str, str],
+                      timeout: float | None) -> ExecResult:
+    """Run argv in its own process group; on timeout (or cancellation) kill the whole group.
+
+    Output goes to temporary files, not pipes, so a background job the command leaves running
+    (a server started with `&`) never keeps us waiting for end-of-file.
+    """
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            return ExecResult(127, "", f"{argv[0]}: command not found", duration_s=time.monotonic() - started)
+        except PermissionError:
+            return ExecResult(126, "", f"{argv[0]}: permission denied", duration_s=time.monotonic() - started)
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+            kill_group(proc.pid)  # pgid == pid: start_new_session made it a group leader
+            await proc.wait()
+        except BaseException:  # cancelled: leave nothing of the command running
+            kill_group(proc.pid)
+            raise
+        code = proc.returncode if proc.returncode is not None else -1
+        if code < 0:  # killed by a signal: report it like a shell does (137 = SIGKILL)
+            code = 128 - code
+        return ExecResult(code, _read_capped(out), _read_capped(err), timed_out=timed_out,
+                          duration_s=time.monotonic() - started)
