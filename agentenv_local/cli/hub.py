@@ -61,7 +61,7 @@ def up(detach):
 @click.command()
 def down():
     """Stop this project's hub (runs still going are marked interrupted; resume them later)."""
-    from agentenv_local.hub.session import RemoteSession, _Connection
+    from agentenv_local.hub.session import _Connection
     from agentenv_local.hub import hub_status
     from agentenv_local.paths import project_paths
 

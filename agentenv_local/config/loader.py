@@ -26,7 +26,7 @@ from agentenv_local.config import schema
 from agentenv_local.config.masking import MASK, is_secret_key, mask_value, url_userinfo
 from agentenv_local.config.refs import Ref, parse_ref
 from agentenv_local.errors import ConfigError
-from agentenv_local.paths import STATE_DIR_NAME, ProjectPaths, find_state_dir
+from agentenv_local.paths import ProjectPaths, find_state_dir
 
 Path_ = tuple[str, ...]
 
