@@ -27,11 +27,8 @@ class DuckDBStore:
         self.db_path = Path(db_path)
         try:
             self._con = duckdb.connect(str(self.db_path))
-        except duckdb.IOException as exc:
-            raise HubError(
-                f"cannot open {self.db_path}: {exc}",
-                hint="another process holds the store; talk to it through the hub (is `agentenv up` running elsewhere?)",
-            ) from exc
+        except duckdb.Error as exc:
+            raise HubError(f"cannot open {self.db_path}: {exc}", hint=_open_hint(str(exc), self.db_path)) from exc
         self._lock = threading.RLock()
         with self._lock:
             apply_migrations(self._con)
@@ -50,3 +47,13 @@ class DuckDBStore:
         with self._lock:
             self._con.execute("CHECKPOINT")
             self._con.close()
+
+
+def _open_hint(message: str, db_path: Path) -> str:
+    if "lock" in message.lower():
+        return ("another process holds the store; commands reach it through the hub by themselves, so this one "
+                "is not an agentenv hub of this project: stop it and run the command again")
+    if "not a valid DuckDB" in message or "version" in message.lower():
+        return (f"the store file is damaged or from another DuckDB version: move it aside "
+                f"(mv {db_path} {db_path}.bad) and run again to start an empty store")
+    return "check the file's permissions and the free disk space"

@@ -112,6 +112,17 @@ def main() -> None:
     except AgentenvError as exc:
         click.echo(exc.render(), err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # full disk, permissions, a vanished folder: say what, not a traceback
+        import errno
+
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
+        if exc.errno == errno.ENOSPC:
+            click.echo("Hint: the disk is full; free some space and run the command again "
+                       "(nothing half-written was recorded)", err=True)
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            click.echo("Hint: check the permissions of that path", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
