@@ -7,23 +7,14 @@ import time
 
 import duckdb
 import pytest
+from store_support import open_store
 
-from stores.database import DuckDBStore
 from stores.events import EventLog
 from stores.migrations import apply_migrations
 
 DEADLINE_S = 20  # how long a poll waits before giving up; generous, never a timing assertion
 
 
-def open_store(tmp_path, flush_interval: float = 0.2) -> DuckDBStore:
-    return DuckDBStore(tmp_path / "store.duckdb", tmp_path / "objects", flush_interval=flush_interval)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = open_store(tmp_path)
-    yield s
-    s.close()
 
 
 def wait_for(predicate, what: str):

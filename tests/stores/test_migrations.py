@@ -7,17 +7,14 @@ import sys
 
 import duckdb
 import pytest
+from store_support import open_store
 
 from agentenv_local.errors import HubError
 from stores import migrations
-from stores.database import DuckDBStore
 from stores.migrations import MIGRATIONS, apply_migrations
 
 EXPECTED_TABLES = {"schema_migrations", "documents", "records", "runs", "step_journal", "events", "objects"}
 
-
-def open_store(tmp_path) -> DuckDBStore:
-    return DuckDBStore(tmp_path / "store.duckdb", tmp_path / "objects")
 
 
 def recorded(con) -> list[tuple[int, str, float]]:

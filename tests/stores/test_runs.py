@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from store_support import open_store
 
 from agentenv_local.errors import ConflictError, NotFoundError
-from stores.database import DuckDBStore
 from stores.query import Query
-
-
-def open_store(tmp_path) -> DuckDBStore:
-    return DuckDBStore(tmp_path / "store.duckdb", tmp_path / "objects")
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = open_store(tmp_path)
-    yield s
-    s.close()
 
 
 def new_run(run_id: str, task_id: str = "hello", status: str = "queued", created_at: float = 1000.0, **extra) -> dict:
