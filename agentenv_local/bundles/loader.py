@@ -108,6 +108,17 @@ def load_bundle(path: Path, package: str | None = None) -> Bundle:
     return bundle
 
 
+def _read_text(path: Path, where: str, problems: list[str]) -> str | None:
+    """A file's UTF-8 text, or None with the reason added to `problems`."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        problems.append(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8")
+    except OSError as exc:
+        problems.append(f"{where}: cannot read it: {exc.strerror or exc}")
+    return None
+
+
 def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
     folder = bundle.path / "artifacts"
     if not folder.is_dir():
@@ -122,8 +133,11 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
         settings: dict = {}
         toml_path = entry / "artifact.toml"
         if toml_path.is_file():
+            text = _read_text(toml_path, f"{where}/artifact.toml", problems)
+            if text is None:
+                continue
             try:
-                settings = tomllib.loads(toml_path.read_text(encoding="utf-8-sig"))
+                settings = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:
                 problems.append(f"{where}/artifact.toml: not valid TOML: {exc}")
                 continue
@@ -139,12 +153,23 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             problems.append(f"{where}: empty artifact folder")
             continue
         artifact_id = settings.get("id") or f"{bundle.id_root}/{entry.name}"
-        if settings.get("id") and not str(settings["id"]).startswith("@local/"):
-            problems.append(f"{where}/artifact.toml: 'id' must start with @local/")
+        if "id" in settings and not (isinstance(artifact_id, str) and artifact_id.startswith("@local/")):
+            problems.append(f"{where}/artifact.toml: 'id' must be a string starting with @local/, "
+                            f"got {settings['id']!r}")
+            continue
         kind = settings.get("type")
         if kind not in (None, "file", "file_artifact_universe"):
             problems.append(f"{where}/artifact.toml: type {kind!r} is not supported here; "
                             "use file or file_artifact_universe")
+            continue
+        if kind == "file" and len(files) != 1:  # caught here, not half-way through writing
+            problems.append(f"{where}/artifact.toml: type 'file' holds exactly one file; this folder has "
+                            f"{len(files)} (use file_artifact_universe, or leave type out)")
+            continue
+        same = [a.name for a in bundle.artifacts.values() if a.id == artifact_id]
+        if same:
+            problems.append(f"{where}/artifact.toml: id {artifact_id!r} is also the id of artifacts/{same[0]}; "
+                            "each artifact needs its own id")
             continue
         bundle.artifacts[entry.name] = ArtifactEntry(entry.name, artifact_id, files, kind,
                                                      str(settings.get("description", "")))
@@ -163,8 +188,11 @@ def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
         if entry.suffix != ".json" or not entry.is_file():
             problems.append(f"{where}: tasks are JSON files (tasks/<name>.json)")
             continue
+        text = _read_text(entry, where, problems)
+        if text is None:
+            continue
         try:
-            data = json.loads(entry.read_text(encoding="utf-8-sig"))
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
             continue
@@ -192,8 +220,11 @@ def _load_evals(bundle: Bundle, problems: list[str]) -> None:
         if entry.suffix != ".toml":
             problems.append(f"{where}: evals are TOML files (evals/<name>.toml with tasks = [...])")
             continue
+        text = _read_text(entry, where, problems)
+        if text is None:
+            continue
         try:
-            data = tomllib.loads(entry.read_text(encoding="utf-8-sig"))
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             problems.append(f"{where}: not valid TOML: {exc}")
             continue
@@ -204,12 +235,16 @@ def _load_evals(bundle: Bundle, problems: list[str]) -> None:
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
             problems.append(f"{where}: 'tasks' must be a non-empty list of task names")
             continue
-        missing = [t for t in tasks if t not in bundle.tasks]
+        # a task whose file exists but is broken has its own problem listed already
+        missing = [t for t in tasks if t not in bundle.tasks and not (bundle.path / "tasks" / f"{t}.json").is_file()]
         if missing:
             problems.append(f"{where}: unknown task(s) {', '.join(missing)}; tasks here: {', '.join(bundle.tasks) or 'none'}")
             continue
-        bundle.evals[entry.stem] = EvalEntry(entry.stem, data.get("id") or f"{bundle.id_root}/{entry.stem}",
-                                             entry, tasks)
+        eval_id = data.get("id") or f"{bundle.id_root}/{entry.stem}"
+        if not isinstance(eval_id, str):
+            problems.append(f"{where}: 'id' must be a string, got {eval_id!r}")
+            continue
+        bundle.evals[entry.stem] = EvalEntry(entry.stem, eval_id, entry, tasks)
 
 
 def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:

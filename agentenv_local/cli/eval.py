@@ -13,13 +13,18 @@ from ._common import echo_json, session
 
 @click.group("eval")
 def eval_group():
-    """Create and run evals (sets of tasks)."""
+    """Create, list and run evals (sets of tasks)."""
 
 
 def _read_eval_file(path: Path) -> list[dict]:
     from agentenv_local.errors import ValidationError
 
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    except OSError as exc:
+        raise ValidationError(f"cannot read eval file {path}: {exc.strerror or exc}") from exc
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
@@ -34,6 +39,10 @@ def _read_eval_file(path: Path) -> list[dict]:
             e = {"task_id": e}
         if not isinstance(e, dict) or not isinstance(e.get("task_id"), str):
             raise ValidationError(f"{path}: entry {i}: needs a task_id")
+        version = e.get("task_version")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+            raise ValidationError(f"{path}: entry {i}: field 'task_version': must be a positive integer, "
+                                  f"got {version!r}")
         out.append({"task_id": e["task_id"], "task_version": e.get("task_version")})
     return out
 
@@ -47,13 +56,35 @@ def create(file, eval_id):
 
     tasks = _read_eval_file(file)
     with session() as s:
-        missing = [t["task_id"] for t in tasks
+        missing = [t["task_id"] + (f" v{t['task_version']}" if t["task_version"] else "") for t in tasks
                    if s.store.documents.find("tasks", t["task_id"], t["task_version"]) is None]
         if missing:
             raise ValidationError(f"{file}: unknown task(s): {', '.join(missing)}; nothing was written",
                                   hint="create them first with `agentenv task create FILE --id ID`")
         doc = s.store.documents.put("evals", eval_id, {"tasks": tasks, "source": str(file.resolve())})
-    click.echo(f"Created eval {eval_id} v{doc['version']} ({len(tasks)} tasks).")
+    click.echo(f"Created eval {eval_id} v{doc['version']} ({len(tasks)} task{'s' if len(tasks) != 1 else ''}).")
+
+
+@eval_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_evals(as_json):
+    """Every stored eval (latest versions), newest first."""
+    from agentenv_local.query import Query
+
+    from ._common import ago, table
+
+    with session() as s:
+        docs = s.store.documents.query(Query("evals").sort("created_at", desc=True))
+    rows = [{"id": d["id"], "version": d["version"], "created_at": d["created_at"],
+             "tasks": len(d["body"].get("tasks") or [])} for d in docs]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("No evals yet. Create one with: agentenv eval create FILE --id ID")
+        return
+    table([[r["id"], f"v{r['version']}", str(r["tasks"]), ago(r["created_at"])] for r in rows],
+          ["EVAL", "VERSION", "TASKS", "CREATED"])
 
 
 @eval_group.command("run")
@@ -74,7 +105,7 @@ def run_eval(eval_id, version, k, concurrency, as_json):
         jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group)
                 for t in doc["body"]["tasks"] for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
-                        verbose_steps=False)
+                        verbose_steps=False, to_stderr=as_json)
     if as_json:
         echo_json(results)
     else:

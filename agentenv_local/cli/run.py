@@ -30,7 +30,7 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, keep, dry_run, as_
         return _list_bundles(as_json)
     from agentenv_local.bundles import find_bundle, load_bundle, materialize
     from agentenv_local.errors import ValidationError
-    from agentenv_local.tasks.seeds import read_seeds_csv
+    from agentenv_local.tasks.seeds import read_seeds_csv, unused_columns_note
 
     from ._common import echo_json, session
     from ._drive import Job, drive, exit_code
@@ -38,16 +38,29 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, keep, dry_run, as_
     folder, package = find_bundle(bundle)
     loaded = load_bundle(folder, package)
     selected = _select(loaded, tasks, evals)
+    if not selected:  # checked before anything is written
+        raise ValidationError(f"bundle {folder} has no tasks to run; nothing was written",
+                              hint="add a task as tasks/<name>.json (a JSON list of steps)")
     seed_rows = read_seeds_csv(seeds) if seeds else [None]
     overrides = {"sandbox": sandbox} if sandbox else None
+    if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
+        click.echo(note, err=True)
     with session() as s:
         result = materialize(s.store, loaded, dry_run=dry_run)
+        if dry_run and as_json:
+            echo_json({"dry_run": True,
+                       "plan": [{"kind": ln.kind, "name": ln.name, "id": ln.id, "version": ln.version,
+                                 "status": ln.status} for ln in result.lines],
+                       "would_run": [{"task": f"tasks/{t}.json", "task_id": result.task_versions[t][0],
+                                      "version": result.task_versions[t][1], "runs": len(seed_rows) * k}
+                                     for t in selected]})
+            return 0
         if dry_run:
             click.echo("Dry run: nothing is written or run.")
-        for line in result.lines:
-            click.echo(line.render())
+        for line in result.lines:  # with --json, stdout carries only the JSON
+            click.echo(line.render(), err=as_json)
         for kind in loaded.deferred:
-            click.echo(f"note: {kind}/ is not used yet by this version (it arrives with a later release)")
+            click.echo(f"note: {kind}/ is not used yet by this version (it arrives with a later release)", err=True)
         jobs = []
         for task_name in selected:
             task_id, version = result.task_versions[task_name]
@@ -59,10 +72,8 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, keep, dry_run, as_
                 click.echo(f"Would run: tasks/{task_name}.json v{result.task_versions[task_name][1]}"
                            + (f" x{len(seed_rows) * k}" if len(seed_rows) * k > 1 else ""))
             return 0
-        if not jobs:
-            raise ValidationError(f"bundle {folder} has no tasks to run")
         n = concurrency or int(s.config.get("runner.concurrency") or 4)
-        runs = drive(s, jobs, concurrency=n, keep=keep, verbose_steps=len(jobs) == 1)
+        runs = drive(s, jobs, concurrency=n, keep=keep, verbose_steps=len(jobs) == 1, to_stderr=as_json)
         if as_json:
             echo_json(runs)
         else:

@@ -7,6 +7,7 @@ cycles, bad retry anchors. Nothing runs until a task validates.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,9 @@ def load_task_file(path: Path, task_id: str | None = None) -> Task:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ValidationError(f"cannot read task file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+                              hint="save the task file as UTF-8 JSON") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -83,6 +87,7 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
     problems: list[str] = []
     steps: list[Step] = []
     seen: set[str] = set()
+    every_id = [raw.get("id") for raw in data if isinstance(raw, dict) and isinstance(raw.get("id"), str)]
     for index, raw in enumerate(data):
         label = f"step #{index + 1}"
         if not isinstance(raw, dict):
@@ -113,27 +118,49 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
         except pydantic.ValidationError as exc:
             for err in exc.errors():
                 loc = ".".join(str(p) for p in err["loc"]) or "(step)"
-                msg = "unknown field (typo?)" if err["type"] == "extra_forbidden" else err["msg"]
+                msg = _unknown_field(cls, loc) if err["type"] == "extra_forbidden" else err["msg"]
                 problems.append(f"{label} ({step_type}): field '{loc}': {msg}")
             continue
         problems += [f"{label} ({step_type}): {p}" for p in step.config_problems()]
         steps.append(step)
-    edges = _check_graph(steps, problems) if not problems else {}
+    # The graph is checked even when some steps are broken, so every problem is reported at once;
+    # a dependency on a step that failed to parse is not reported again.
+    edges = _check_graph(steps, problems, every_id)
     if problems:
         raise ValidationError(f"{where}: {len(problems)} problem(s); nothing was written or run", problems=problems)
     return Task(id=task_id, steps=steps, version=version, source=source, description=description, edges=edges)
 
 
-def _check_graph(steps: list[Step], problems: list[str]) -> dict[str, list[str]]:
-    """Dependencies must name earlier steps (so the graph is acyclic by construction)."""
-    position = {s.id: i for i, s in enumerate(steps)}
+def _unknown_field(cls: type[Step], loc: str) -> str:
+    """'unknown field', with the nearest valid name (or the valid names) for a top-level field."""
+    if "." in loc:  # inside a nested object: its own model names the fields
+        return "unknown field (typo?)"
+    names = list(cls.model_fields)
+    near = difflib.get_close_matches(loc, names, n=1, cutoff=0.6)
+    return "unknown field (typo?)" + (f"; did you mean {near[0]!r}?" if near else f"; fields: {', '.join(names)}")
+
+
+def _check_graph(steps: list[Step], problems: list[str], every_id: list[str] | None = None) -> dict[str, list[str]]:
+    """Dependencies must name earlier steps (so the graph is acyclic by construction).
+
+    `every_id` lists the ids of all steps in the file in order, including ones that failed to
+    parse: positions come from it, and a dependency on a broken step is not reported twice.
+    """
+    order = every_id if every_id is not None else [s.id for s in steps]
+    position: dict[str, int] = {}
+    for i, sid in enumerate(order):
+        position.setdefault(sid, i)
+    parsed = {s.id for s in steps}
     edges: dict[str, list[str]] = {}
-    for i, s in enumerate(steps):
+    for s in steps:
+        i = position[s.id]
         if s.depends_on is None:
-            edges[s.id] = [p.id for p in steps[:i]]
+            edges[s.id] = [p.id for p in steps if position[p.id] < i]
             continue
         deps = []
         for dep in s.depends_on:
+            if dep in position and dep not in parsed:
+                continue  # that step's own problems are already listed
             if dep not in position:
                 problems.append(f"step {s.id!r}: field 'depends_on': {dep!r} is not a step of this task")
             elif dep == s.id:
@@ -145,9 +172,10 @@ def _check_graph(steps: list[Step], problems: list[str]) -> dict[str, list[str]]
             else:
                 deps.append(dep)
         edges[s.id] = deps
+    complete = set(order) <= parsed  # with a broken step, ancestry is partial: don't guess
     for s in steps:
         anchor = s.retry_config.retry_from_step_id if s.retry_config else None
-        if anchor and anchor != s.id and anchor not in ancestors(edges, s.id):
+        if anchor and complete and anchor != s.id and anchor not in ancestors(edges, s.id):
             problems.append(f"step {s.id!r}: field 'retry_config.retry_from_step_id': {anchor!r} must be the step "
                             "itself or one it depends on")
     return edges
@@ -165,7 +193,7 @@ def _reaches(steps: list[Step], position: dict[str, int], start: str, target: st
             continue
         seen.add(sid)
         s = by_id[sid]
-        deps = s.depends_on if s.depends_on is not None else [p.id for p in steps[:position[sid]]]
+        deps = s.depends_on if s.depends_on is not None else [p.id for p in steps if position[p.id] < position[sid]]
         stack += [d for d in deps if d in by_id]
     return False
 

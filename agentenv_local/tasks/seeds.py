@@ -50,6 +50,9 @@ def read_seeds_csv(path: Path) -> list[dict[str, str]]:
             rows = list(csv.DictReader(fh))
     except OSError as exc:
         raise ValidationError(f"cannot read seeds file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+                              hint="save the seeds file as UTF-8 CSV") from exc
     except csv.Error as exc:
         raise ValidationError(f"{path}: not valid CSV: {exc}") from exc
     if not rows:
@@ -58,3 +61,21 @@ def read_seeds_csv(path: Path) -> list[dict[str, str]]:
         if None in row or any(v is None for v in row.values()):
             raise ValidationError(f"{path}: line {i} has a different number of columns than the header")
     return rows
+
+
+def unused_columns_note(rows: list[dict[str, str]] | None, tasks: list[Any]) -> str | None:
+    """A note when seed columns fill no `<key>` placeholder in any of the tasks (likely a typo).
+
+    Not an error: steps may also read the seed from the run's metadata.
+    """
+    if not rows or not rows[0]:
+        return None
+    used: set[str] = set()
+    for steps in tasks:
+        used |= placeholders(steps)
+    unused = [c for c in rows[0] if c not in used]
+    if not unused:
+        return None
+    there = ", ".join(f"<{p}>" for p in sorted(used)) or "none"
+    return (f"note: seed column(s) {', '.join(repr(c) for c in unused)} fill no <placeholder> in the task(s); "
+            f"placeholders there: {there}")
