@@ -20,6 +20,8 @@ COLLECTIONS = (
     "envs", "env_instances", "artifacts", "agents", "agent_instances", "tasks", "task_steps",
     "evals", "bundle_ledger", "sandboxes", "reviews",
 )
+# The command that lists a collection, for "not found" hints.
+LIST_COMMANDS = {"tasks": "agentenv task list", "artifacts": "agentenv artifact list", "evals": "agentenv eval list"}
 DOC_COLUMNS = frozenset({"id", "version", "created_at", "digest"})
 RECORD_COLUMNS = frozenset({"id", "rev", "created_at", "updated_at"})
 
@@ -90,7 +92,8 @@ class DocumentStore:
         doc = self.find(collection, id, version)
         if doc is None:
             what = f"{collection}/{id}" + (f" v{version}" if version is not None else "")
-            raise NotFoundError(f"{what} not found", hint=f"list what exists with the `{collection.rstrip('s')} list` command")
+            listing = LIST_COMMANDS.get(collection)
+            raise NotFoundError(f"{what} not found", hint=f"see what exists with `{listing}`" if listing else None)
         return doc
 
     def versions(self, collection: str, id: str) -> list[int]:

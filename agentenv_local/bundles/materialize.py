@@ -76,6 +76,7 @@ def preflight(store, bundle: Bundle) -> None:
 def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResult:
     preflight(store, bundle)
     result = MaterializeResult()
+    pinned: dict[str, int] = {}  # bundle artifact id -> the version this run stores
     for art in bundle.artifacts.values():
         extra = {"type": art.artifact_type, "description": art.description}
         digest = files_digest(art.files, extra)
@@ -85,10 +86,12 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
                                    description=art.description, digest=digest,
                                    extra={"bundle": str(bundle.path)})["version"]
         result.lines.append(PlanLine("artifacts", art.name, art.id, version, status))
+        pinned[art.id] = version
     for task in bundle.tasks.values():
-        body = {"steps": task.steps, "description": task.description, "source": f"tasks/{task.source.name}",
+        steps = pin_versions(task.steps, pinned)
+        body = {"steps": steps, "description": task.description, "source": f"tasks/{task.source.name}",
                 "bundle": str(bundle.path)}
-        digest = _json_digest({"steps": task.steps, "description": task.description})
+        digest = _json_digest({"steps": steps, "description": task.description})
         version, status = _plan(store, "tasks", task.id, digest)
         if status != "unchanged" and not dry_run:
             version = store.documents.put("tasks", task.id, body, digest=digest)["version"]
@@ -105,3 +108,32 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
         result.lines.append(PlanLine("evals", ev.source.name, ev.id, version, status))
         result.eval_versions[ev.name] = (ev.id, version)
     return result
+
+
+def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:
+    """Pin each reference to a bundle artifact to the version stored now, so a task version always
+    means the same inputs: changing an artifact makes a new task version too.
+
+    `<name>_id` fields get `<name>_version` (artifact_id -> artifact_version); entries of an
+    `artifacts` list get `version`. A version the task already names is left alone.
+    """
+    from agentenv_local.tasks.model import step_types
+
+    types = step_types()
+    out = []
+    for raw in steps:
+        raw = dict(raw)
+        cls = types.get(raw.get("type"))
+        for field_name in getattr(cls, "artifact_ref_fields", ()):
+            ref = raw.get(field_name)
+            version_field = field_name.removesuffix("_id") + "_version"
+            if isinstance(ref, str) and ref in pinned and raw.get(version_field) is None:
+                raw[version_field] = pinned[ref]
+        if isinstance(raw.get("artifacts"), list):
+            raw["artifacts"] = [
+                {"id": a, "version": pinned[a]} if isinstance(a, str) and a in pinned
+                else {**a, "version": pinned[a["id"]]} if isinstance(a, dict) and a.get("id") in pinned
+                and a.get("version") is None else a
+                for a in raw["artifacts"]]
+        out.append(raw)
+    return out

@@ -36,13 +36,18 @@ def test_new_then_unchanged_then_changed(hello_copy, store):
     hello_copy.file("artifacts/greeting/hello.txt", "hello, changed\n")
     hello_copy.file("README.md", "# a new description only\n")  # not part of any entity's content
     changed = materialize(store, load_bundle(hello_copy.root))
-    assert rendered(changed) == ["artifacts/greeting: v2 (changed)", "tasks/hello.json: v1, unchanged"]
+    # The task pins the artifact version it was stored with, so a changed artifact means a new task
+    # version: "task v1" always runs with the same inputs.
+    assert rendered(changed) == ["artifacts/greeting: v2 (changed)", "tasks/hello.json: v2 (changed)"]
+    steps = {s["id"]: s for s in store.documents.get("tasks", task_id, 2)["body"]["steps"]}
+    assert steps["load"]["artifact_version"] == 2
+    assert store.documents.get("tasks", task_id, 1)["body"]["steps"][1]["artifact_version"] == 1
 
     hello_copy.file("evals/all.toml", 'tasks = ["hello"]\n')
     with_eval = materialize(store, load_bundle(hello_copy.root))
     assert rendered(with_eval)[-1] == "evals/all.toml: v1 (new)"
     ev = store.documents.get("evals", with_eval.eval_versions["all"][0])
-    assert ev["body"]["tasks"] == [{"task_id": task_id, "task_version": 1}]
+    assert ev["body"]["tasks"] == [{"task_id": task_id, "task_version": 2}]
 
 
 def test_dry_run_writes_nothing(hello_copy, store):
