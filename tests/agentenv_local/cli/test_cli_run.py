@@ -50,7 +50,7 @@ def test_changed_artifact_makes_a_new_version(project):
     (bundle / "artifacts" / "greeting" / "hello.txt").write_text("hello again\n")
     out = project.cli("run", "./mybundle").stdout
     assert "artifacts/greeting: v2 (changed)" in out
-    assert "tasks/hello.json: v1, unchanged" in out
+    assert "tasks/hello.json: v2 (changed)" in out  # it pins the artifact version it uses
     arts = project.json("artifact", "list")
     assert [(a["version"], a["files"]) for a in arts] == [(2, 2)]
 
