@@ -50,6 +50,7 @@ class DeploySandboxStep(Step):
     """Deploy a bare sandbox (a VM-like machine or a container) for later steps to use."""
 
     type: ClassVar[str] = "deploy_sandbox"
+    deploys: ClassVar[bool] = True
 
     sandbox_name: str = Field(default="sandbox", min_length=1)
     sandbox_mode: Literal["vm", "container"] = "vm"

@@ -112,14 +112,21 @@ class Runner:
                                   hint="start a new run with `agentenv task run` or `agentenv run`")
         task = self.load_task(run["task_id"], run["task_version"], run.get("seed"))
         generation = int(run.get("generation", 0)) + 1
-        state, done, executed = _replay_journal(self.store.runs.journal(run_id), task)
+        journal = self.store.runs.journal(run_id)
+        if run.get("torn_down"):
+            # What the run deployed is gone: run deploying steps, and all that depend on them, again.
+            redo = {s.id for s in task.steps
+                    if s.deploys or any(task.step(a).deploys for a in _ancestors(task.edges, s.id))}
+            journal = [e for e in journal if e["step_id"] not in redo]
+        state, done, executed = _replay_journal(journal, task)
         # A step that failed is tried again; only successes are kept.
         done = {sid: st for sid, st in done.items() if st == "success"}
         if run["status"] == "failed" and len(done) == len(task.steps):
             raise ValidationError(f"run {run_id} finished every step; its score is final",
                                   hint="start a new run to try again")
         self.store.runs.update(run_id, {"status": "queued", "owner": self.owner, "generation": generation,
-                                        "error": None, "finished_at": None, "resumed_at": time.time()})
+                                        "error": None, "finished_at": None, "resumed_at": time.time(),
+                                        "torn_down": False})
         self.store.events.append("run.resumed", {"generation": generation, "done_steps": sorted(done)}, run_id=run_id)
         active = ActiveRun(run_id, task, state, done=done, executed=executed, generation=generation,
                            keep=bool(run.get("keep")))
@@ -281,7 +288,8 @@ class Runner:
 
     async def _finish(self, active: ActiveRun, status: str, error: str | None, score: float | None = None,
                       teardown: bool = True) -> None:
-        if teardown and not active.keep:
+        torn_down = teardown and not active.keep
+        if torn_down:
             for step_id in reversed(active.executed):
                 await self._teardown_step(active, step_id)
         run = self.store.runs.get(active.run_id)
@@ -293,6 +301,7 @@ class Runner:
         self.store.runs.update(active.run_id, {
             "status": status, "finished_at": finished, "score": score, "error": error, "steps": steps,
             "current_step": None, "duration_s": round(finished - (run.get("started_at") or finished), 4),
+            "torn_down": torn_down,
             "verifications": active.state["metadata"].get("verifications", {}),
             "context": active.state,
         })

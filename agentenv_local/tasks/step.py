@@ -33,6 +33,9 @@ class Step(BaseModel):
     type: ClassVar[str] = ""
     # Fields that name stored entities, so bundles can resolve bare names in them.
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ()
+    # True for steps that create something their teardown removes (a sandbox, an env, an agent):
+    # resuming a run that was already torn down runs them, and what depends on them, again.
+    deploys: ClassVar[bool] = False
 
     id: str = Field(min_length=1)
     version: int | None = None
