@@ -51,7 +51,21 @@ class Task:
         return out
 
 
+_config_impls_loaded = False
+
+
 def step_types() -> dict[str, type[Step]]:
+    """Every usable step type: entry points, plus `[task_steps] impls` from this project's config."""
+    global _config_impls_loaded
+    if not _config_impls_loaded:
+        _config_impls_loaded = True
+        from agentenv_local.config import ConfigError, load_config
+        from agentenv_local.plugins import register_config_impls
+
+        try:
+            register_config_impls(load_config())
+        except ConfigError:
+            pass  # a broken config is reported by the command that reads it
     return registry().available("task_steps")
 
 

@@ -25,6 +25,7 @@ from .services import RunServices
 
 log = logging.getLogger(__name__)
 
+MAX_ACTIVE_RUNS = 256
 FINAL_STATUSES = ("passed", "failed", "error", "cancelled", "interrupted")
 
 
@@ -67,8 +68,9 @@ class Runner:
         self.owner = owner
         self.loop = loop
         self.active: dict[str, ActiveRun] = {}
-        concurrency = int(services.config.get("runner.concurrency") or 4)
-        self._run_slots = asyncio.Semaphore(concurrency)
+        # A machine-wide cap across every client of this hub; how many runs one command starts
+        # at once is its --concurrency (default [runner] concurrency).
+        self._run_slots = asyncio.Semaphore(MAX_ACTIVE_RUNS)
         self._step_concurrency = int(services.config.get("runner.step_concurrency") or 8)
 
     # -- submitting -------------------------------------------------------------------
@@ -178,9 +180,27 @@ class Runner:
         self.store.events.append("run.started", {"total_steps": len(task.steps), "generation": active.generation},
                                  run_id=run_id)
         retries: dict[str, int] = {}
-        failure: str | None = None
         running: dict[str, asyncio.Task] = {}
         slots = asyncio.Semaphore(self._step_concurrency)
+        try:
+            failure = await self._schedule(active, running, slots, retries)
+        except asyncio.CancelledError:
+            for fut in running.values():  # cancel the steps too, and let them unwind
+                fut.cancel()
+            await asyncio.gather(*running.values(), return_exceptions=True)
+            raise
+        if failure:
+            await self._finish(active, "error", failure)
+            return
+        score = run_score(active.state["metadata"], task)
+        status = "passed" if score is None or score >= 1.0 else "failed"
+        await self._finish(active, status, None, score=score)
+
+    async def _schedule(self, active: ActiveRun, running: dict[str, asyncio.Task], slots: asyncio.Semaphore,
+                        retries: dict[str, int]) -> str | None:
+        """Dispatch ready steps until none is left; returns the failure that ended the run, if any."""
+        task = active.task
+        failure: str | None = None
         while True:
             if failure is None:
                 for step in task.steps:
@@ -209,12 +229,7 @@ class Runner:
                 failure = f"step {step_id!r} failed: {error}"
                 await self._drain(running)
                 running.clear()
-        if failure:
-            await self._finish(active, "error", failure)
-            return
-        score = run_score(active.state["metadata"], task)
-        status = "passed" if score is None or score >= 1.0 else "failed"
-        await self._finish(active, status, None, score=score)
+        return failure
 
     async def _run_step(self, active: ActiveRun, step, slots: asyncio.Semaphore) -> tuple[bool, str | None]:
         run_id = active.run_id
@@ -296,8 +311,11 @@ class Runner:
         finished = time.time()
         steps = run.get("steps") or {}
         for sid, info in steps.items():
-            if info.get("status") in ("waiting", "running", "retrying"):
-                info["status"] = "skipped" if status != "interrupted" else info["status"]
+            if status == "interrupted":  # resume runs it again; what never started stays waiting
+                if info.get("status") in ("running", "retrying"):
+                    info["status"] = "interrupted"
+            elif info.get("status") in ("waiting", "running", "retrying"):
+                info["status"] = "skipped"
         self.store.runs.update(active.run_id, {
             "status": status, "finished_at": finished, "score": score, "error": error, "steps": steps,
             "current_step": None, "duration_s": round(finished - (run.get("started_at") or finished), 4),
