@@ -44,7 +44,7 @@ class StoreSettings(_Section):
 class RunnerSettings(_Section):
     """How much work the task runner does at once."""
 
-    concurrency: int = Field(4, ge=1, description="How many runs execute at once.")
+    concurrency: int = Field(4, ge=1, description="How many runs a command keeps in flight when --concurrency is not given.")
     step_concurrency: int = Field(8, ge=1, description="How many ready steps of one run execute at once.")
 
 
