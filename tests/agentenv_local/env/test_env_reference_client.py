@@ -1,0 +1,58 @@
+"""The reference's own clients (agentenv-framework-protocol: `ToolSession`, `get_card`, `reset_data/add_data/get_data`,
+`invoke_extension`) against an env served by this SDK.
+
+They need mcp<2 beside them, so they live in a side venv, never in this project's:
+`scripts/setup.sh --test` makes it as .venv-ref/ (or point AGENTENV_REF_VENV at another venv,
+e.g. /tmp/agentenv-ref-venv). Without one these tests are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from agentenv_env_testkit import ECHO, env_subprocess
+
+HERE = Path(__file__).resolve().parent
+# scripts/setup.sh --test makes .venv-ref in the project; AGENTENV_REF_VENV points elsewhere.
+_PROJECT_REF_VENV = Path(__file__).resolve().parents[3] / ".venv-ref"
+REF_VENV = Path(os.environ.get("AGENTENV_REF_VENV") or
+                (_PROJECT_REF_VENV if _PROJECT_REF_VENV.exists() else "/tmp/agentenv-ref-venv"))
+REF_PYTHON = REF_VENV / "bin" / "python"
+
+
+def _reference_available() -> bool:
+    if not REF_PYTHON.is_file():
+        return False
+    probe = subprocess.run([str(REF_PYTHON), "-c", "import agentenv_protocol"], capture_output=True)
+    return probe.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _reference_available(),
+                                reason=f"no reference venv at {REF_VENV} (see this module's docstring)")
+
+
+@pytest.mark.parametrize("transport", ["json", "sse"])
+def test_reference_clients_drive_our_echo_env(transport):
+    extra = ("--sse",) if transport == "sse" else ()
+    with env_subprocess(ECHO, *extra) as (base, _proc):
+        out = subprocess.run([str(REF_PYTHON), str(HERE / "reference_client_check.py"), base],
+                             capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen["card_name"] == "echo" and seen["mcp_path"] == "/mcp" and seen["supports_v1"] is True
+    assert seen["echo_tool"] is True
+    assert seen["get_data"] == [{"kind": "data", "data": {"loaded": [{"text": "hello"}, {"k": 1}], "calls": 0}},
+                                {"kind": "text", "text": "0 calls"}]
+    assert seen["ext_ok"] == {"ok": True, "calls": 2}
+    assert seen["ext_error"] == {"status": 400, "code": "invalid_calls", "detail": "calls must be >= 0, got -1",
+                                 "retryable": False, "applied": "no", "hint": "pass 0 to reset the counter"}
+    assert seen["protocol_version"] == "2025-11-25"
+    assert seen["tools"] == ["echo", "whoami", "fail", "call_count"]
+    assert seen["echo"] == {"content": [{"text": "hi", "type": "text"}], "isError": False}
+    assert seen["whoami"]["role"] == "alice" and seen["whoami"]["session"]
+    assert seen["fail"] == {"isError": True, "text": "refused: this tool always fails"}
+    assert seen["whoami_default"]["role"] is None
