@@ -32,6 +32,7 @@ class Progress:
     """A one-line display on a terminal, plain lines otherwise."""
 
     total_runs: int
+    to_stderr: bool = False  # with --json, stdout carries only the JSON
     live: bool = field(default_factory=lambda: sys.stderr.isatty())
     started: float = field(default_factory=time.monotonic)
     steps_done: int = 0
@@ -42,7 +43,7 @@ class Progress:
 
     def line(self, text: str) -> None:
         self.clear()
-        click.echo(text)
+        click.echo(text, err=self.to_stderr)
 
     def clear(self) -> None:
         if self.live:
@@ -62,15 +63,18 @@ class Progress:
 
 
 def drive(session: Any, jobs: list[Job], concurrency: int = 4, keep: bool = False, verbose_steps: bool = True,
-          resume_run_ids: list[str] | None = None) -> list[dict]:
-    """Run every job (or resume runs) and return their final run records, in job order."""
+          resume_run_ids: list[str] | None = None, to_stderr: bool = False) -> list[dict]:
+    """Run every job (or resume runs) and return their final run records, in job order.
+
+    `to_stderr`: print the progress lines on stderr (for --json, whose stdout is only JSON).
+    """
     stream = session.subscribe()
     pending = list(enumerate(jobs))
     order: dict[str, int] = {}
     labels: dict[str, str] = {}
     in_flight: set[str] = set()
     finished: dict[str, dict] = {}
-    progress = Progress(total_runs=len(jobs) + len(resume_run_ids or []))
+    progress = Progress(total_runs=len(jobs) + len(resume_run_ids or []), to_stderr=to_stderr)
     single = progress.total_runs == 1
 
     def submit_next() -> None:

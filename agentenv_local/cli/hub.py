@@ -23,9 +23,13 @@ def up(detach):
 
     if detach:
         status = hub_status()
-        if status:
+        if status and status.get("long_lived"):
             click.echo(f"A hub is already running (pid {status.get('pid')}).")
             return 0
+        if status:  # another command's hub, gone when that command is done: not what was asked for
+            raise click.ClickException(
+                f"another command (pid {status.get('pid') or '?'}) is the hub of this project right now; "
+                "run `agentenv up --detach` again when it is done")
         paths = project_paths().ensure()
         log = open(paths.logs_dir / "hub.log", "ab")
         env = {**os.environ, "AGENTENV_HOME": str(paths.state_dir)}
@@ -61,7 +65,7 @@ def up(detach):
 @click.command()
 def down():
     """Stop this project's hub (runs still going are marked interrupted; resume them later)."""
-    from agentenv_local.hub.session import _Connection
+    from agentenv_local.hub.session import _Connection, _HubGone
     from agentenv_local.hub import hub_status
     from agentenv_local.paths import project_paths
 
@@ -70,13 +74,22 @@ def down():
         click.echo("No hub is running for this project.")
         return 0
     paths = project_paths()
-    conn = _Connection(paths.socket_file)
     try:
-        conn.request("hub.shutdown", [], {})
-    finally:
-        conn.close()
-    deadline = time.monotonic() + 10
+        conn = _Connection(paths.socket_file)
+    except OSError:
+        conn = None  # it is starting or already stopping: wait for the lock below
+    if conn is not None:
+        try:
+            conn.request("hub.shutdown", [], {})
+        except (_HubGone, OSError):
+            pass  # it hung up: it was stopping already
+        finally:
+            conn.close()
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline and hub_status():
         time.sleep(0.05)
+    if hub_status():
+        raise click.ClickException(f"the hub (pid {status.get('pid')}) did not stop within 15s; "
+                                   "if it is stuck, stop it with `kill PID`")
     click.echo(f"Hub stopped (pid {status.get('pid')}).")
     return 0

@@ -13,8 +13,8 @@ def runs():
 
 
 @runs.command("list")
-@click.option("--status", help="Only runs with this status (queued, running, passed, failed, error, "
-                               "cancelled, interrupted).")
+@click.option("--status", type=click.Choice(["queued", "running", "passed", "failed", "error", "cancelled",
+                                             "interrupted"]), help="Only runs with this status.")
 @click.option("--task", "task_id", help="Only runs of this task id (or its last path segment).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -33,6 +33,9 @@ def list_runs(status, task_id, limit, as_json):
         rows = s.store.runs.list(q)
     if as_json:
         echo_json(rows)
+        return
+    if not rows and (status or task_id):
+        click.echo("No runs match. See them all with: agentenv runs list")
         return
     if not rows:
         click.echo("No runs yet. Start one with: agentenv run hello")

@@ -49,6 +49,11 @@ class Hub:
         # Whatever was queued or running under an earlier hub died with it.
         self.interrupted_at_start = self.store.runs.mark_interrupted(lambda owner: False)
         for run_id in self.interrupted_at_start:
+            steps = self.store.runs.get(run_id).get("steps") or {}
+            for info in steps.values():  # the steps it was running are not running any more
+                if info.get("status") in ("running", "retrying"):
+                    info["status"] = "interrupted"
+            self.store.runs.update(run_id, {"steps": steps, "current_step": None})
             self.store.events.append("run.interrupted", {"reason": "its hub stopped"}, run_id=run_id)
         self.loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="hub-loop", daemon=True)
@@ -58,6 +63,10 @@ class Hub:
         self._connections: set[int] = set()
         self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
         self._conn_lock = threading.Lock()
+        self._inflight = 0  # requests being answered right now
+        # Set (under _conn_lock) once this hub has decided to stop: from then on it takes no new
+        # connection, so a client that connects while it closes retries and finds the next hub.
+        self._closing = False
         self.shutdown_requested = threading.Event()
         self._server: socketserver.UnixStreamServer | None = None
         self._serve_socket()
@@ -86,6 +95,8 @@ class Hub:
     def _handle_connection(self, rfile, wfile) -> None:
         conn_id = id(rfile)
         with self._conn_lock:
+            if self._closing:
+                return  # hang up unanswered: the client's hello fails and it tries again
             self._connections.add(conn_id)
         try:
             for line in rfile:
@@ -101,6 +112,8 @@ class Hub:
                     self._stream_events(request, wfile)
                     return
                 response = {"id": request.get("id")}
+                with self._conn_lock:
+                    self._inflight += 1
                 try:
                     response["result"] = self.call(request.get("method", ""), request.get("args") or [],
                                                    request.get("kwargs") or {}, conn_id=conn_id)
@@ -111,6 +124,9 @@ class Hub:
                 except Exception as exc:
                     log.exception("hub call %s failed", request.get("method"))
                     response["error"] = {"type": "AgentenvError", "message": f"hub error: {type(exc).__name__}: {exc}"}
+                finally:
+                    with self._conn_lock:
+                        self._inflight -= 1
                 wfile.write(wire.encode(response))
                 wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -171,6 +187,7 @@ class Hub:
 
     def _ops(self) -> dict[str, Callable]:
         return {
+            "hub.hello": self._op_hello,
             "hub.status": self._op_status,
             "hub.shutdown": self._op_shutdown,
             "runner.submit": self._op_submit,
@@ -187,6 +204,10 @@ class Hub:
         if threading.current_thread() is self._loop_thread:
             return fn()
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout)
+
+    def _op_hello(self, conn_id=None) -> dict:
+        """The handshake every client makes: once answered, this hub stays up for that client."""
+        return {"pid": os.getpid(), "version": __version__, "session_id": self.session_id}
 
     def _op_status(self, conn_id=None) -> dict:
         return {"pid": os.getpid(), "state_dir": str(self.paths.state_dir), "long_lived": self.long_lived,
@@ -269,11 +290,22 @@ class Hub:
                 idle_since = None
             else:
                 idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since >= extra_s:
+                if time.monotonic() - idle_since >= extra_s and self._stop_taking_clients(only_if_idle=True):
                     return
             time.sleep(0.05)
 
+    def _stop_taking_clients(self, only_if_idle: bool = False) -> bool:
+        """Refuse new connections from now on; with only_if_idle, only when none is open and no
+        run is active (checked under the same lock new connections register under, so no client
+        slips in between the check and the decision)."""
+        with self._conn_lock:
+            if only_if_idle and (self._connections or self.runner.active):
+                return False
+            self._closing = True
+            return True
+
     def close(self) -> None:
+        self._stop_taking_clients()
         for run_id in list(self.runner.active):
             self.on_loop(lambda r=run_id: self.runner.cancel(r, "the hub stopped", interrupted=True))
         deadline = time.monotonic() + 5
@@ -283,6 +315,9 @@ class Hub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        deadline = time.monotonic() + 5  # let calls being answered finish before the store closes
+        while self._inflight and time.monotonic() < deadline:
+            time.sleep(0.01)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=5)
         self.store.close()

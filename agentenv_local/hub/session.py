@@ -5,7 +5,8 @@
         run = session.call("runner.submit", task_id="t")
 
 If no hub runs for the project, this process becomes it (opens the DuckDB file, serves the
-socket) and `close()` lingers until its clients are done. Otherwise calls go over the socket.
+socket) and stays up, once its own command is done, until its clients are done (at the end of
+the command, so its output is not held up). Otherwise calls go over the socket.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import queue
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -68,12 +70,13 @@ class EventStream:
 class LocalSession(Session):
     is_hub = True
 
-    def __init__(self, hub, linger_s: float = 0.0):
+    def __init__(self, hub, linger_s: float = 0.0, defer_linger: bool = True):
         self.hub = hub
         self.paths = hub.paths
         self.config = hub.config
         self.store = hub.store
         self._linger_s = linger_s
+        self._defer_linger = defer_linger
         self._closed = False
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -88,17 +91,60 @@ class LocalSession(Session):
         return stream
 
     def close(self) -> None:
+        """Close the hub, after serving the other commands that still use it.
+
+        With `defer_linger` (the default) inside a CLI command, a hub that still has clients or
+        runs does not hold up the rest of the command: it serves them when the command is over,
+        after it has printed everything.
+        """
         if self._closed:
             return
         self._closed = True
+        if (not self.hub.long_lived and self._defer_linger and (self.hub.busy() or self._linger_s > 0)
+                and _at_command_end(self._linger_and_close)):
+            return
+        self._linger_and_close()
+
+    def _linger_and_close(self) -> None:
         try:
             if not self.hub.long_lived:
+                for stream in (sys.stdout, sys.stderr):  # this command's output goes out first
+                    try:
+                        stream.flush()
+                    except (OSError, ValueError, AttributeError):
+                        pass
+                if self.hub.busy() and _isatty(sys.stderr):
+                    print("agentenv: this command is the hub for other commands still running in this project; "
+                          "it exits when they finish (Ctrl-C interrupts their runs)", file=sys.stderr, flush=True)
                 self.hub.linger(self._linger_s)
+        except KeyboardInterrupt:
+            pass
         finally:
             self.hub.close()
 
 
+def _at_command_end(fn) -> bool:
+    """Call `fn` when the running click command's root context closes; False outside a command."""
+    click = sys.modules.get("click")
+    ctx = click.get_current_context(silent=True) if click is not None else None
+    if ctx is None:
+        return False
+    ctx.find_root().call_on_close(fn)
+    return True
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 # -- another process is the hub ------------------------------------------------------
+class _HubGone(HubError):
+    """The hub closed the connection without answering."""
+
+
 class _Connection:
     def __init__(self, path: Path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -115,7 +161,7 @@ class _Connection:
             while True:
                 line = self.file.readline()
                 if not line:
-                    raise HubError("the hub went away in the middle of a call",
+                    raise _HubGone("the hub went away in the middle of a call",
                                    hint="run the command again; it becomes the hub if none is left")
                 if line.strip():
                     break
@@ -166,9 +212,12 @@ class RemoteSession(Session):
         stream = EventStream()
 
         def pump() -> None:
-            for line in conn.file:
-                if line.strip():
-                    stream.queue.put(wire.decode(line)["event"])
+            try:
+                for line in conn.file:
+                    if line.strip():
+                        stream.queue.put(wire.decode(line)["event"])
+            except (OSError, ValueError):  # closed by us (stream.close) or reset by the hub
+                pass
             stream.queue.put({"kind": "hub.gone", "body": {}})
 
         threading.Thread(target=pump, name="event-stream", daemon=True).start()
@@ -183,8 +232,13 @@ class RemoteSession(Session):
 
 # -- connecting ----------------------------------------------------------------------
 def connect(start: Path | None = None, config: Any = None, long_lived: bool = False,
-            become_hub: bool = True) -> Session:
-    """A session on this project's store: become the hub, or reach the one that runs."""
+            become_hub: bool = True, defer_linger: bool = True) -> Session:
+    """A session on this project's store: become the hub, or reach the one that runs.
+
+    `defer_linger`: if this process becomes the hub and other commands still use it when the
+    session closes inside a CLI command, serve them when the command ends (else, and with False,
+    `close()` waits for them).
+    """
     paths = project_paths(start)
     if config is None:
         from agentenv_local.config import load_config
@@ -209,16 +263,23 @@ def connect(start: Path | None = None, config: Any = None, long_lived: bool = Fa
             except BaseException:
                 lock.release()
                 raise
-            return LocalSession(hub, linger_s=float(config.get("hub.linger_s") or 0.0))
+            return LocalSession(hub, linger_s=float(config.get("hub.linger_s") or 0.0), defer_linger=defer_linger)
         if long_lived:
             raise HubError(f"a hub is already running for {paths.state_dir}" + _pid_note(paths),
                            hint="stop it with `agentenv down`, or just use it: commands reach it by themselves")
         try:
             conn = _Connection(paths.socket_file)
-            return RemoteSession(paths, config, conn)
         except (FileNotFoundError, ConnectionRefusedError):
             if not become_hub and not lock.is_held_elsewhere():
                 raise HubError(f"no hub is running for {paths.state_dir}")
+        else:
+            # The hello makes the hub count us as a client; a hub that is closing hangs up on it
+            # instead, and we go round again (its lock is released in a moment: we become the hub).
+            try:
+                conn.request("hub.hello", [], {})
+                return RemoteSession(paths, config, conn)
+            except (_HubGone, OSError):
+                conn.close()
         if time.monotonic() > deadline:
             raise HubError(f"the hub for {paths.state_dir} holds the lock but does not answer" + _pid_note(paths),
                            hint="if that process is stuck, stop it (kill PID) and run the command again")
@@ -243,5 +304,7 @@ def hub_status(start: Path | None = None) -> dict | None:
         return {"pid": None, "state": "starting or stuck", "state_dir": str(paths.state_dir)}
     try:
         return conn.request("hub.status", [], {})
+    except (_HubGone, OSError):  # it is closing: it hangs up on new connections
+        return {"pid": None, "state": "stopping", "state_dir": str(paths.state_dir)}
     finally:
         conn.close()

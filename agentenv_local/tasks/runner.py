@@ -222,12 +222,12 @@ class Runner:
                 anchor = step.retry_config.retry_from_step_id or step_id if step.retry_config else None
                 if anchor and retries.get(step_id, 0) < step.retry_config.max_retries:
                     retries[step_id] = retries.get(step_id, 0) + 1
-                    await self._drain(running)
+                    await self._drain(active, running)
                     running.clear()
                     await self._roll_back(active, anchor, step_id, retries[step_id])
                     continue
                 failure = f"step {step_id!r} failed: {error}"
-                await self._drain(running)
+                await self._drain(active, running)
                 running.clear()
         return failure
 
@@ -272,9 +272,18 @@ class Runner:
         steps[step_id] = {**steps.get(step_id, {}), "status": status, **fields}
         self.store.runs.update(run_id, {"steps": steps, "current_step": step_id if status == "running" else None})
 
-    async def _drain(self, running: dict[str, asyncio.Task]) -> None:
-        if running:
-            await asyncio.gather(*running.values(), return_exceptions=True)
+    async def _drain(self, active: ActiveRun, running: dict[str, asyncio.Task]) -> None:
+        """Let the steps still going finish, and keep what they did (a retry must not run a
+        step outside its span again just because it was finishing while another one failed)."""
+        if not running:
+            return
+        results = await asyncio.gather(*running.values(), return_exceptions=True)
+        for step_id, result in zip(running, results):
+            if isinstance(result, BaseException):
+                continue
+            ok, _ = result
+            if ok or not active.task.step(step_id).fail_task_on_error:
+                active.done[step_id] = "success" if ok else "failure"
 
     async def _roll_back(self, active: ActiveRun, anchor: str, failed_step: str, attempt: int) -> None:
         """Undo the span from `anchor` on and run it again (retry_config)."""

@@ -37,7 +37,8 @@ def test_show_by_unique_prefix(two_runs):
     assert "status    failed" in out
     assert "[FAIL] probe_file_contains" in out
     record = json.loads(project.cli("runs", "show", failed, "--json").stdout)
-    assert record["run_id"] == failed and record["status"] == "failed" and record["task_version"] == 1
+    # the second run used the changed greeting, which made task v2 (tasks pin their artifacts)
+    assert record["run_id"] == failed and record["status"] == "failed" and record["task_version"] == 2
 
 
 def test_unknown_and_ambiguous_runs(two_runs):
