@@ -48,7 +48,8 @@ def read_folder(folder: Path) -> dict[str, bytes]:
 
 
 def put_artifact(store, artifact_id: str, files: dict[str, bytes], *, artifact_type: str | None = None,
-                 description: str = "", digest: str | None = None, extra: dict[str, Any] | None = None) -> dict:
+                 description: str = "", digest: str | None = None, extra: dict[str, Any] | None = None,
+                 if_changed: bool = False) -> dict:
     """Write the files to the object store, then the artifact document (next version)."""
     if not files:
         raise ValidationError(f"artifact {artifact_id!r} has no files")
@@ -73,7 +74,8 @@ def put_artifact(store, artifact_id: str, files: dict[str, bytes], *, artifact_t
         body.update({"filename": rel, "content_type": entry["content_type"], "object_url": f"object://{entry['key']}"})
     else:
         body["bundle_object_url"] = f"object://{prefix}"
-    return store.documents.put("artifacts", artifact_id, body, digest=digest or files_digest(files))
+    return store.documents.put("artifacts", artifact_id, body, digest=digest or files_digest(files),
+                               if_changed=if_changed)
 
 
 def read_files(store, doc: dict) -> dict[str, bytes]:

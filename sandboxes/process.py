@@ -38,6 +38,8 @@ from .base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 APP = "/app"
 META_FILE = ".sandbox.json"
 TAG_VAR = "AGENTENV_SANDBOX"
+PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ",
+                        "PYTHONPATH", "VIRTUAL_ENV"})
 SANDBOX_ID_RE = re.compile(r"^process-[0-9a-f]{12}$")
 # `/app` as the first component of an absolute path: not `/application`, `x/app` or `http://h/app`.
 _APP_RE = re.compile(r"(?<![\w./~-])/app(?![\w.-])")
@@ -46,6 +48,12 @@ _APP_RE = re.compile(r"(?<![\w./~-])/app(?![\w.-])")
 def rewrite_app_paths(text: str, root: str) -> str:
     """Replace every `/app` path prefix in `text` by the sandbox folder `root`."""
     return _APP_RE.sub(lambda _m: root, text)
+
+
+def host_env() -> dict[str, str]:
+    """The little of our own environment a sandboxed command gets: enough to find programs and a
+    home, never our secrets (API keys in env vars stay out of steps, their output and the store)."""
+    return {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
 
 
 # -- finding a sandbox's processes ------------------------------------------------------------
@@ -170,7 +178,7 @@ class ProcessSandbox(Sandbox):
         workdir = self.host_path(cwd or APP)
         if not workdir.is_dir():
             raise NotFoundError(f"working directory {cwd!r} does not exist in sandbox {self.sandbox_id}")
-        full_env = dict(os.environ)
+        full_env = host_env()
         for key, value in {**self.spec.env_vars, **(env or {})}.items():
             full_env[key] = rewrite_app_paths(str(value), root)
         full_env[TAG_VAR] = self.sandbox_id

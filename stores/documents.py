@@ -50,12 +50,21 @@ class DocumentStore:
         return row[0] or 0
 
     def put(self, collection: str, id: str, body: dict, version: int | None = None,
-            digest: str | None = None) -> dict:
-        """Store `body` as the next version of `id`. `version`, if given, must be that next one."""
+            digest: str | None = None, if_changed: bool = False) -> dict:
+        """Store `body` as the next version of `id`. `version`, if given, must be that next one.
+
+        `if_changed=True` with a `digest`: when the latest version has that same digest, write
+        nothing and return it with `"unchanged": True` (checked under the write lock, so two
+        writers of identical content make one version, not two).
+        """
         _check_collection(collection)
         if not id:
             raise ValueError("a document needs a non-empty id")
         with self._lock:
+            if if_changed and digest is not None:
+                latest = self.find(collection, id)
+                if latest is not None and latest["digest"] == digest:
+                    return {**latest, "unchanged": True}
             current = self.latest_version(collection, id)
             if version is not None and version != current + 1:
                 raise ConflictError(

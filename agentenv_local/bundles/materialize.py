@@ -76,36 +76,38 @@ def preflight(store, bundle: Bundle) -> None:
 def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResult:
     preflight(store, bundle)
     result = MaterializeResult()
+
+    def record(kind: str, name: str, collection: str, entity_id: str, digest: str, write) -> int:
+        """Plan one entity; write it (if its content changed) unless this is a dry run."""
+        version, status = _plan(store, collection, entity_id, digest)
+        if status != "unchanged" and not dry_run:
+            doc = write()  # with if_changed: a concurrent identical write makes no second version
+            version, status = doc["version"], "unchanged" if doc.get("unchanged") else status
+        result.lines.append(PlanLine(kind, name, entity_id, version, status))
+        return version
+
     pinned: dict[str, int] = {}  # bundle artifact id -> the version this run stores
     for art in bundle.artifacts.values():
-        extra = {"type": art.artifact_type, "description": art.description}
-        digest = files_digest(art.files, extra)
-        version, status = _plan(store, "artifacts", art.id, digest)
-        if status != "unchanged" and not dry_run:
-            version = put_artifact(store, art.id, art.files, artifact_type=art.artifact_type,
-                                   description=art.description, digest=digest,
-                                   extra={"bundle": str(bundle.path)})["version"]
-        result.lines.append(PlanLine("artifacts", art.name, art.id, version, status))
-        pinned[art.id] = version
+        digest = files_digest(art.files, {"type": art.artifact_type, "description": art.description})
+        pinned[art.id] = record("artifacts", art.name, "artifacts", art.id, digest, lambda art=art, digest=digest:
+                                put_artifact(store, art.id, art.files, artifact_type=art.artifact_type,
+                                             description=art.description, digest=digest,
+                                             extra={"bundle": str(bundle.path)}, if_changed=True))
     for task in bundle.tasks.values():
         steps = pin_versions(task.steps, pinned)
         body = {"steps": steps, "description": task.description, "source": f"tasks/{task.source.name}",
                 "bundle": str(bundle.path)}
         digest = _json_digest({"steps": steps, "description": task.description})
-        version, status = _plan(store, "tasks", task.id, digest)
-        if status != "unchanged" and not dry_run:
-            version = store.documents.put("tasks", task.id, body, digest=digest)["version"]
-        result.lines.append(PlanLine("tasks", task.source.name, task.id, version, status))
+        version = record("tasks", task.source.name, "tasks", task.id, digest, lambda task=task, body=body, digest=digest:
+                         store.documents.put("tasks", task.id, body, digest=digest, if_changed=True))
         result.task_versions[task.name] = (task.id, version)
     for ev in bundle.evals.values():
         tasks = [{"task_id": result.task_versions[n][0], "task_version": result.task_versions[n][1]}
                  for n in ev.task_names]
+        body = {"tasks": tasks, "source": f"evals/{ev.source.name}"}
         digest = _json_digest(tasks)
-        version, status = _plan(store, "evals", ev.id, digest)
-        if status != "unchanged" and not dry_run:
-            version = store.documents.put("evals", ev.id, {"tasks": tasks, "source": f"evals/{ev.source.name}"},
-                                          digest=digest)["version"]
-        result.lines.append(PlanLine("evals", ev.source.name, ev.id, version, status))
+        version = record("evals", ev.source.name, "evals", ev.id, digest, lambda ev=ev, body=body, digest=digest:
+                         store.documents.put("evals", ev.id, body, digest=digest, if_changed=True))
         result.eval_versions[ev.name] = (ev.id, version)
     return result
 

@@ -260,3 +260,12 @@ def test_terminate_by_id_finishes_a_half_done_teardown(provider):
         run(provider.get(sb.sandbox_id))
     assert run(provider.terminate(sb.sandbox_id)) is False
     assert wait_dead(pid) and not sb.root.exists()
+
+
+def test_commands_do_not_inherit_our_secrets(sandbox, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("AGENTENV_MODEL_API_KEY", "also-secret")
+    result = run(sandbox.exec("env"))
+    assert result.ok
+    assert "sk-should-not-leak" not in result.stdout and "also-secret" not in result.stdout
+    assert "PATH=" in result.stdout and "GREETING=hi" in result.stdout  # what it needs still arrives

@@ -131,3 +131,22 @@ def test_record_delete_and_missing(store):
     assert recs.find("env_instances", "i1") is None
     with pytest.raises(NotFoundError):
         recs.get("env_instances", "i1")
+
+
+def test_if_changed_writes_identical_content_once_even_from_two_threads(store):
+    import threading
+
+    results = []
+
+    def put():
+        results.append(store.documents.put("tasks", "same", {"x": 1}, digest="d1", if_changed=True))
+
+    threads = [threading.Thread(target=put) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.documents.versions("tasks", "same") == [1]
+    assert sum(1 for r in results if not r.get("unchanged")) == 1
+    changed = store.documents.put("tasks", "same", {"x": 2}, digest="d2", if_changed=True)
+    assert changed["version"] == 2 and not changed.get("unchanged")
