@@ -27,6 +27,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .durations import DurationError, parse_duration
+from .errors import GatewayError
 
 __all__ = [
     "CLOCK_EXTENSION_URI",
@@ -56,17 +57,8 @@ _MIN_TIME = datetime.min.replace(tzinfo=UTC)
 _STATE_VERSION = 1
 
 
-class ClockError(ValueError):
+class ClockError(GatewayError):
     """A clock request that cannot be served; ``status`` is the HTTP status the gateway answers with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-    def to_wire(self) -> dict:
-        """The reference's error body for the clock routes."""
-        return {"ok": False, "error": self.message}
 
 
 # -- time sources and RFC3339 ---------------------------------------------------------------------

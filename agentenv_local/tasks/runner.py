@@ -319,7 +319,7 @@ class Runner:
         run = self.store.runs.get(active.run_id)
         finished = time.time()
         steps = run.get("steps") or {}
-        for sid, info in steps.items():
+        for info in steps.values():
             if status == "interrupted":  # resume runs it again; what never started stays waiting
                 if info.get("status") in ("running", "retrying"):
                     info["status"] = "interrupted"

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import GatewayError
 from .predicates import path_error, predicate_error
 from .templating import placeholder_error, reaches_for_call
 from .timeutil import DAYS, HHMM, UTC_OFFSET, duration_seconds, mark_spec, zone_named
@@ -35,16 +36,8 @@ WHEN_SUMMARY_KEYS = ("type", "tool", "app", "method", "path", "status", "roles",
 WEBSITE_UNSUPPORTED = "website triggers need website envs, which this version does not deploy"
 
 
-class TriggerError(ValueError):
+class TriggerError(GatewayError):
     """A trigger request the engine refuses; ``status`` is the HTTP status the gateway answers with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-    def to_wire(self) -> dict:
-        return {"ok": False, "error": self.message}
 
 
 def _fail(message: str) -> None:
