@@ -21,7 +21,8 @@ COLLECTIONS = (
     "evals", "bundle_ledger", "sandboxes", "reviews",
 )
 # The command that lists a collection, for "not found" hints.
-LIST_COMMANDS = {"tasks": "agentenv task list", "artifacts": "agentenv artifact list", "evals": "agentenv eval list"}
+LIST_COMMANDS = {"tasks": "agentenv task list", "artifacts": "agentenv artifact list", "evals": "agentenv eval list",
+                 "envs": "agentenv env list"}
 DOC_COLUMNS = frozenset({"id", "version", "created_at", "digest"})
 RECORD_COLUMNS = frozenset({"id", "rev", "created_at", "updated_at"})
 

@@ -18,8 +18,15 @@ from agentenv_local.errors import ValidationError
 
 from .discovery import KINDS, describe
 
-NOT_YET = {"envs": "environments (the gateway issue)", "agents": "agents (the agents issue)",
-           "skills": "skills (the agents issue)"}
+NOT_YET = {"agents": "agents (the agents issue)", "skills": "skills (the agents issue)"}
+
+
+@dataclass
+class EnvEntry:
+    name: str
+    id: str
+    env: object  # agentenv_local.environments.McpServerEnv | MultiEnv
+    files: dict[str, bytes]  # the folder's files (for module and command envs)
 
 
 @dataclass
@@ -57,6 +64,7 @@ class Bundle:
     artifacts: dict[str, ArtifactEntry] = field(default_factory=dict)
     tasks: dict[str, TaskEntry] = field(default_factory=dict)
     evals: dict[str, EvalEntry] = field(default_factory=dict)
+    envs: dict[str, EnvEntry] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)  # kinds present but not handled yet
 
@@ -96,10 +104,11 @@ def load_bundle(path: Path, package: str | None = None) -> Bundle:
                               problems=problems)
     bundle = Bundle(path=path, name=path.name, id_root=id_root_for(path, package), description=describe(path),
                     ignored=stray)
-    for kind in ("envs", "agents", "skills"):
+    for kind in NOT_YET:
         if (path / kind).is_dir() and any(not p.name.startswith(".") for p in (path / kind).iterdir()):
             bundle.deferred.append(kind)
     _load_artifacts(bundle, problems)
+    _load_envs(bundle, problems)
     _load_tasks(bundle, problems)
     _load_evals(bundle, problems)
     if problems:
@@ -173,6 +182,35 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             continue
         bundle.artifacts[entry.name] = ArtifactEntry(entry.name, artifact_id, files, kind,
                                                      str(settings.get("description", "")))
+
+
+def _load_envs(bundle: Bundle, problems: list[str]) -> None:
+    from agentenv_local.environments import MultiEnv, load_env_folder
+
+    folder = bundle.path / "envs"
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.name == "__pycache__":
+            continue
+        if not entry.is_dir():
+            problems.append(f"envs/{entry.name}: each env is a folder (envs/<name>/env.toml and its files)")
+            continue
+        try:
+            env, _raw, declared = load_env_folder(entry)
+        except ValidationError as exc:
+            problems += exc.problems or [exc.message]
+            continue
+        files = {} if isinstance(env, MultiEnv) or env.url or env.image else read_folder(entry)
+        bundle.envs[entry.name] = EnvEntry(entry.name, declared or f"{bundle.id_root}/{entry.name}", env, files)
+    for entry in bundle.envs.values():  # a multi env names the bundle's other envs by folder name
+        if isinstance(entry.env, MultiEnv):
+            for ref in entry.env.refs():
+                if ref.env == entry.name:
+                    problems.append(f"envs/{entry.name}/env.toml: mcp_server_envs: a multi env cannot contain itself")
+                elif ref.env in bundle.envs and isinstance(bundle.envs[ref.env].env, MultiEnv):
+                    problems.append(f"envs/{entry.name}/env.toml: mcp_server_envs: {ref.env!r} is a multi env; "
+                                    "list its servers instead")
 
 
 def _load_tasks(bundle: Bundle, problems: list[str]) -> None:

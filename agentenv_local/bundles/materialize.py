@@ -56,6 +56,11 @@ def preflight(store, bundle: Bundle) -> None:
     types = step_types()
     bundle_ids = {a.id for a in bundle.artifacts.values()}
     problems = []
+    for entry in bundle.envs.values():
+        for ref in getattr(entry.env, "refs", lambda: [])():
+            if ref.env not in bundle.envs and store.documents.find("envs", ref.env, ref.version) is None:
+                problems.append(f"envs/{entry.name}/env.toml: mcp_server_envs: {ref.env!r} is not in this bundle "
+                                f"(envs/: {', '.join(bundle.envs)}) nor in the store")
     for task in bundle.tasks.values():
         for raw in task.steps:
             cls = types.get(raw.get("type"))
@@ -93,6 +98,7 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
                                 put_artifact(store, art.id, art.files, artifact_type=art.artifact_type,
                                              description=art.description, digest=digest,
                                              extra={"bundle": str(bundle.path)}, if_changed=True))
+    _materialize_envs(store, bundle, record, dry_run)
     for task in bundle.tasks.values():
         steps = pin_versions(task.steps, pinned)
         body = {"steps": steps, "description": task.description, "source": f"tasks/{task.source.name}",
@@ -110,6 +116,24 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
                          store.documents.put("evals", ev.id, body, digest=digest, if_changed=True))
         result.eval_versions[ev.name] = (ev.id, version)
     return result
+
+
+def _materialize_envs(store, bundle: Bundle, record, dry_run: bool) -> None:
+    """Server envs first, then multi envs pinned to the versions of the bundle's servers."""
+    from agentenv_local.environments import MultiEnv
+    from agentenv_local.environments.store import env_body
+
+    versions: dict[str, int] = {}
+    for entry in sorted(bundle.envs.values(), key=lambda e: isinstance(e.env, MultiEnv)):
+        body = env_body(store, entry.id, entry.env, entry.files, default_name=entry.name, dry_run=dry_run)
+        if isinstance(entry.env, MultiEnv):
+            body["mcp_server_envs"] = [
+                {"env": bundle.envs[r.env].id, "version": r.version or versions[r.env]} if r.env in bundle.envs
+                else r.model_dump(exclude_none=True) for r in entry.env.refs()]
+        digest = _json_digest(body)
+        versions[entry.name] = record("envs", entry.name, "envs", entry.id, digest,
+                                      lambda entry=entry, body=body, digest=digest:
+                                      store.documents.put("envs", entry.id, body, digest=digest, if_changed=True))
 
 
 def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:

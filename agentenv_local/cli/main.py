@@ -21,6 +21,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "task": ("agentenv_local.cli.task:task", "Create, get, validate and run stored tasks."),
     "artifact": ("agentenv_local.cli.artifact:artifact", "Put, get and list artifacts (files and file bundles)."),
     "eval": ("agentenv_local.cli.eval:eval_group", "Create and run evals (sets of tasks)."),
+    "env": ("agentenv_local.cli.env:env_group", "Put, get and list environments (MCP servers and multi envs)."),
     "config": ("agentenv_local.cli.config:config", "Show the resolved configuration and where each value came from."),
     "plugin": ("agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute."),
     "up": ("agentenv_local.cli.hub:up", "Start a long-lived hub for this project."),

@@ -1,0 +1,136 @@
+"""Env records in the reference's shape, with local sources instead of Docker images.
+
+    [envs/mail/env.toml]
+    type = "mcp_server"              # the default
+    module = "server.py:Mail"        # a Python env (agentenv_local.env.Env) in this folder
+    environment_name = "mail"
+
+    [envs/office/env.toml]
+    type = "multi"
+    name = "office"
+    mcp_server_envs = ["mail", "crm"]
+
+An `mcp_server` env's server comes from exactly one of: `module` (an Env class, run in the hub or
+as a subprocess), `command` (any MCP server over streamable HTTP, told its port by MCP_PORT),
+`url` (a server that is already running) or `image` (a container image: the sandboxes issue).
+A folder's files are stored with it as a file-bundle artifact, so an env version pins its code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentenv_local.errors import ValidationError
+
+ENV_TYPES = ("mcp_server", "multi")
+SOURCES = ("module", "command", "url", "image")
+
+
+class EnvRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1)
+
+
+class ArtifactPin(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    version: int = Field(ge=1)
+
+
+class McpServerEnv(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["mcp_server"] = "mcp_server"
+    environment_name: str | None = None
+    module: str | None = None
+    command: list[str] | None = None
+    url: str | None = None
+    image: str | None = None
+    run_as: Literal["in_process", "subprocess"] | None = None  # module envs: in the hub by default
+    mcp_path: str = "/mcp"
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    env_provider_type: Literal["gateway", "server"] = "gateway"
+    description: str = ""
+    files: ArtifactPin | None = None  # the folder's files, stored as an artifact (set when stored)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "McpServerEnv":
+        given = [s for s in SOURCES if getattr(self, s)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one server source of {', '.join(SOURCES)}"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        if self.run_as and not self.module:
+            raise ValueError("run_as only applies to a module env")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must be an http(s) URL of an MCP endpoint, got {self.url!r}")
+        if self.module and ":" not in self.module:
+            raise ValueError(f"module must be 'file.py:Class' or 'package.module:Class', got {self.module!r}")
+        return self
+
+
+class MultiEnv(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["multi"]
+    name: str | None = None  # the MCP server name agents see
+    mcp_server_envs: list[EnvRef | str] = Field(min_length=1)
+    prefix_tools: bool = False  # serve <env>_<tool> so clashing tool names still work
+    gateway_mode: Literal["performance", "consistent"] = "performance"
+    env_provider_type: Literal["gateway"] = "gateway"
+    description: str = ""
+
+    def refs(self) -> list[EnvRef]:
+        return [EnvRef(env=r) if isinstance(r, str) else r for r in self.mcp_server_envs]
+
+
+EnvRecord = Annotated[Union[McpServerEnv, MultiEnv], Field(discriminator="type")]
+_ADAPTER = pydantic.TypeAdapter(EnvRecord)
+
+
+def parse_env(data: dict, where: str) -> McpServerEnv | MultiEnv:
+    """Validate an env body, reporting every problem with its field."""
+    data = dict(data)
+    data.setdefault("type", "mcp_server")
+    data.pop("id", None)
+    if data["type"] not in ENV_TYPES:
+        raise ValidationError(f"{where}: type {data['type']!r} is not an env type this version deploys; "
+                              f"use one of {', '.join(ENV_TYPES)}")
+    try:
+        return _ADAPTER.validate_python(data)
+    except pydantic.ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"][1:]) or "(env)"
+            msg = "unknown key (typo?)" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {loc}: {msg}")
+        raise ValidationError(f"{where}: {len(problems)} problem(s) in the env", problems=problems) from exc
+
+
+def load_env_folder(folder: Path) -> tuple[McpServerEnv | MultiEnv, dict, str | None]:
+    """Read `folder/env.toml` -> (the validated env, its raw table, its declared id or None)."""
+    toml_path = folder / "env.toml"
+    where = f"envs/{folder.name}/env.toml"
+    if not toml_path.is_file():
+        raise ValidationError(f"envs/{folder.name}: no env.toml",
+                              hint='add env.toml with at least module = "server.py:ClassName"')
+    try:
+        raw = tomllib.loads(toml_path.read_text(encoding="utf-8-sig"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{where}: not valid TOML: {exc}") from exc
+    declared = raw.get("id")
+    if declared is not None and (not isinstance(declared, str) or not declared.startswith("@local/")):
+        raise ValidationError(f"{where}: 'id' must be a string starting with @local/")
+    env = parse_env(raw, where)
+    if isinstance(env, McpServerEnv) and env.module:
+        module_file = env.module.rsplit(":", 1)[0]
+        if module_file.endswith(".py") and not (folder / module_file).is_file():
+            raise ValidationError(f"{where}: module: {module_file} is not in envs/{folder.name}/")
+    return env, raw, declared
