@@ -185,11 +185,10 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
 
 
 def _load_envs(bundle: Bundle, problems: list[str]) -> None:
-    from agentenv_local.environments import MultiEnv, load_env_folder
-
     folder = bundle.path / "envs"
     if not folder.is_dir():
         return
+    from agentenv_local.environments import MultiEnv, load_env_folder  # pydantic models: only when needed
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(".") or entry.name == "__pycache__":
             continue

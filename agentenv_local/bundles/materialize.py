@@ -120,6 +120,8 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
 
 def _materialize_envs(store, bundle: Bundle, record, dry_run: bool) -> None:
     """Server envs first, then multi envs pinned to the versions of the bundle's servers."""
+    if not bundle.envs:
+        return
     from agentenv_local.environments import MultiEnv
     from agentenv_local.environments.store import env_body
 
