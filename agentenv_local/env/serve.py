@@ -51,7 +51,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     """A listening-ready socket on host:port (port 0 = any free port), SO_REUSEADDR set."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     family, _type, _proto, _canon, addr = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the listening
+    # socket's proto says TCP; with proto 0, Nagle + delayed ACKs add ~40 ms to every small response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(addr)

@@ -1,0 +1,606 @@
+"""The MCP gateway: one MCP endpoint (and the reference's REST control plane) in front of an env's servers.
+
+    gw = Gateway("demo", [ChildSpec("echo", Echo()), ChildSpec("mail", "http://127.0.0.1:18802/mcp")])
+    app = gw.app()            # Starlette ASGI app; its lifespan starts the children and the trigger driver
+    gw.serve(port=18765)      # or: python -m agentenv_local.gateway --child echo=URL ... --port N
+
+See docs/environments/gateway.md for every route, body and answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import secrets
+import weakref
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from .children import Child, ChildError, ChildSpec
+from .clock import GET_TIME_TOOL, GET_TIME_TOOL_NAME, ClockError, VirtualClock
+from .rbac import (
+    DEFAULT_ROLE,
+    ROLE_META_KEY,
+    SESSION_META_KEY,
+    RbacError,
+    ToolAccess,
+    is_hidden_by_default,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ChildError", "ChildSpec", "Gateway", "GatewayError", "ToolNameClash"]
+
+MODES = ("performance", "consistent")
+VIRTUAL_TIME_META_KEY = "agentenv.io/virtual_time"
+TRAJECTORY_MAX_EVENTS = 100_000
+TOOL_CALL_TIMEOUT_S = 600.0  # as the reference: /step answers 504 past it
+CLASH_FIX = ("serve each server's tools under a prefix (Gateway(prefix_tools=True), per-server prefixes, or "
+             "--prefix-tools), or rename one of the tools")
+
+
+class GatewayError(Exception):
+    """A REST-level refusal: ``status`` and the JSON ``body`` to answer with."""
+
+    def __init__(self, status: int, message: str, **extra: Any):
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": message, **extra}
+
+
+def clash_text(clashes: dict[str, list[str]]) -> str:
+    def sources(names: list[str]) -> str:
+        quoted = [f"'{n}'" for n in names]
+        return f"{', '.join(quoted[:-1])} and {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+    listed = "; ".join(f"'{name}' from {sources(names)}" for name, names in clashes.items())
+    return f"Duplicate tool name{'s' if len(clashes) > 1 else ''} {listed}"
+
+
+class ToolNameClash(ValueError):
+    def __init__(self, clashes: dict[str, list[str]]):
+        self.clashes = clashes
+        super().__init__(clash_text(clashes))
+
+
+def _error_result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _rfc3339_now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _normalize_children(children: Iterable[Any]) -> list[ChildSpec]:
+    specs: list[ChildSpec] = []
+    for item in children:
+        if isinstance(item, ChildSpec):
+            specs.append(item)
+        elif isinstance(item, tuple):
+            specs.append(ChildSpec(*item))
+        elif hasattr(item, "_ae_runtime"):
+            specs.append(ChildSpec(item._ae_runtime().name, item))
+        else:
+            raise TypeError(f"a gateway child is a ChildSpec, a (name, target) tuple or an Env, got {item!r}")
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"two gateway children are named {dupes[0]!r}: give each a distinct name")
+    return specs
+
+
+class _Actions:
+    """The trigger engine's ActionRunner: internal calls through the child sessions, RBAC changes, A2A sends."""
+
+    def __init__(self, gateway: Gateway):
+        self.gw = gateway
+
+    async def call_tool(self, tool: str, args: dict, role: str | None) -> Any:
+        return await self.gw._internal_call(tool, args, role or DEFAULT_ROLE)
+
+    async def set_permission(self, action: str, role: str, tools: list[str] | str) -> Any:
+        answer = self.gw.access.apply(action, role, tools)
+        self.gw._state_changed("rbac")
+        return answer
+
+    async def send_nl(self, executor: dict, instruction: str, context_id: str) -> str | None:
+        return await send_a2a(executor, instruction, context_id)
+
+    def read_only(self, tool: str) -> bool:
+        if tool == GET_TIME_TOOL_NAME:
+            return True
+        entry = self.gw._tool_entries.get(tool)
+        return bool(entry and (entry.get("annotations") or {}).get("readOnlyHint"))
+
+
+async def send_a2a(executor: dict, instruction: str, context_id: str) -> str | None:
+    """A2A 0.3 JSON-RPC ``message/send`` to the executor, then ``tasks/get`` every 2 s until terminal."""
+    import httpx2
+
+    url = str(executor.get("a2a_url") or "").rstrip("/")
+    if not url.endswith("/a2a"):
+        url += "/a2a"
+    timeout = float(executor.get("timeout_seconds") or 120)
+    headers = {"AgentEnv-Role": executor["role"]} if executor.get("role") else {}
+    message = {"role": "user", "kind": "message", "messageId": secrets.token_hex(8), "contextId": context_id,
+               "parts": [{"kind": "text", "text": instruction}]}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with httpx2.AsyncClient(timeout=timeout, headers=headers) as http:
+        r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                                       "params": {"message": message}})
+        r.raise_for_status()
+        body = r.json()
+        if "error" in body:
+            raise RuntimeError(f"executor refused the message: {body['error']}")
+        result = body.get("result") or {}
+        while result.get("kind") == "task":
+            state = (result.get("status") or {}).get("state")
+            if state in ("completed", "failed", "canceled", "rejected"):
+                if state != "completed":
+                    raise RuntimeError(f"executor task ended {state}")
+                break
+            if loop.time() > deadline:
+                raise TimeoutError(f"executor did not finish in {timeout:g}s")
+            await asyncio.sleep(2)
+            r = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
+                                           "params": {"id": result.get("id")}})
+            result = r.json().get("result") or {}
+        return _a2a_text(result)
+
+
+def _a2a_text(result: dict) -> str | None:
+    texts: list[str] = []
+    parts = list(result.get("parts") or [])
+    for artifact in result.get("artifacts") or []:
+        parts += artifact.get("parts") or []
+    status_msg = (result.get("status") or {}).get("message") or {}
+    parts += status_msg.get("parts") or []
+    for part in parts:
+        if part.get("kind") == "text" and part.get("text"):
+            texts.append(part["text"])
+    return "\n".join(texts) or None
+
+
+class Gateway:
+    def __init__(self, name: str, children: Iterable[Any], *, mode: str = "performance",
+                 prefix_tools: bool | dict[str, str] = False, clock: VirtualClock | None = None,
+                 access: ToolAccess | None = None, triggers_seed: int = 0,
+                 on_event: Callable[[dict], Any] | None = None, ready_timeout: float = 60.0,
+                 allowed_origins: Iterable[str] | None = None, tool_timeout: float = TOOL_CALL_TIMEOUT_S,
+                 triggers_state: dict | None = None, on_state_change: Callable[[str], Any] | None = None):
+        from .triggers import TriggerEngine
+
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'performance' or 'consistent', got {mode!r}")
+        self.name = name
+        self.mode = mode
+        specs = _normalize_children(children)
+        for spec in specs:
+            if spec.prefix is None:
+                if prefix_tools is True:
+                    spec.prefix = spec.name
+                elif isinstance(prefix_tools, dict) and spec.name in prefix_tools:
+                    spec.prefix = prefix_tools[spec.name]
+        self.children: list[Child] = [Child(s, ready_timeout=ready_timeout) for s in specs]
+        self.clock = clock or VirtualClock()
+        self.access = access or ToolAccess()
+        self.on_event = on_event
+        self.tool_timeout = tool_timeout
+        self.allowed_origins = set(allowed_origins or ())
+        self.clashes: dict[str, list[str]] = {}
+        self.discovered = False
+        self._routes: dict[str, tuple[Child, str]] = {}  # served name -> (child, the child's own name)
+        self._tool_entries: dict[str, dict] = {}  # served name -> tools/list entry (served name)
+        self._server_tools: list[tuple[str, list[dict]]] = []
+        self.events: list[dict] = []
+        self._event_counter = 0
+        self._call_lock: asyncio.Lock | None = None
+        self._started = False
+        self._start_lock: asyncio.Lock | None = None
+        self._driver: asyncio.Task | None = None
+        self._sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._session_ids: dict[str, str] = {}
+        self.on_state_change = on_state_change
+        options: dict[str, Any] = {
+            "seed": triggers_seed, "on_event": self._log_event, "on_change": lambda: self._state_changed("triggers"),
+            "known_tools": lambda: set(self._served_names()) if self.discovered else None}
+        self.engine = (TriggerEngine.from_dict(triggers_state, self.clock, _Actions(self), **options)
+                       if triggers_state else TriggerEngine(self.clock, _Actions(self), **options))
+        self._mcp_server: Any = None
+        self._svc_apps: dict[str, Any] = {}
+
+    def _state_changed(self, what: str) -> None:
+        """Tell the owner (the hub, which keeps RBAC rules and trigger state in the store) that ``what``
+        (``"rbac"``, ``"triggers"``, ``"clock"``) changed: read ``access.to_dict()``, ``engine.to_dict()`` or
+        ``clock.to_dict()``."""
+        if self.on_state_change is None:
+            return
+        try:
+            self.on_state_change(what)
+        except Exception:
+            logger.exception("gateway on_state_change callback failed")
+
+    def change_access(self, action: str, body: Any) -> dict:
+        answer = self.access.change(action, body)
+        self._state_changed("rbac")
+        return answer
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every child (spawn/wait ready/open its session), discover tools; ChildError if one never gets ready."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            self._call_lock = asyncio.Lock()
+            results = await asyncio.gather(*(c.start() for c in self.children), return_exceptions=True)
+            failures = [r for r in results if isinstance(r, BaseException)]
+            if failures:
+                await asyncio.gather(*(c.aclose() for c in self.children), return_exceptions=True)
+                first = failures[0]
+                if isinstance(first, ChildError):
+                    raise first
+                raise ChildError(f"gateway {self.name!r}: a child failed to start: {type(first).__name__}: {first}")
+            self._register_tools()
+            self._started = True
+
+    async def aclose(self) -> None:
+        if self._driver is not None:
+            self._driver.cancel()
+            with contextlib.suppress(BaseException):
+                await self._driver
+            self._driver = None
+        with contextlib.suppress(Exception):
+            await self.engine.aclose()
+        await asyncio.gather(*(c.aclose() for c in self.children), return_exceptions=True)
+        self._started = False
+        self.discovered = False
+
+    def start_driver(self, interval: float = 1.0) -> None:
+        if self._driver is None:
+            self._driver = asyncio.create_task(self.engine.run_driver(interval), name="gateway-trigger-driver")
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _served_name(self, child: Child, tool: str) -> str:
+        return f"{child.spec.prefix}_{tool}" if child.spec.prefix else tool
+
+    def _register_tools(self) -> None:
+        sources: dict[str, list[str]] = {}
+        for child in self.children:
+            for tool in child.tools:
+                sources.setdefault(self._served_name(child, tool["name"]), []).append(child.name)
+        clashes = {n: s for n, s in sources.items() if len(s) > 1 and n != GET_TIME_TOOL_NAME}
+        self._server_tools = []
+        self._routes = {}
+        self._tool_entries = {}
+        if clashes:
+            self.clashes = clashes
+            logger.error("gateway %s: %s, so the env serves none of its servers' tools; fix: %s",
+                         self.name, clash_text(clashes), CLASH_FIX)
+            self.discovered = False
+            return
+        self.clashes = {}
+        hidden = []
+        for child in self.children:
+            served_tools = []
+            for tool in child.tools:
+                served = self._served_name(child, tool["name"])
+                entry = {**tool, "name": served}
+                served_tools.append(entry)
+                self._routes[served] = (child, tool["name"])
+                self._tool_entries[served] = entry
+                if is_hidden_by_default(tool.get("_meta")):
+                    hidden.append(served)
+            self._server_tools.append((child.name, served_tools))
+        self.access.set_hidden_by_default(hidden)
+        self.discovered = True
+
+    def _served_names(self) -> list[str]:
+        names = list(self._routes)
+        if self.clock.armed and GET_TIME_TOOL_NAME not in self._routes:
+            names.append(GET_TIME_TOOL_NAME)
+        return names
+
+    def _ensure_ready(self) -> None:
+        if self.clashes:
+            raise GatewayError(503, f"{clash_text(self.clashes)}, so the env serves none of its servers' tools.",
+                               hint=CLASH_FIX)
+        if not self.discovered:
+            raise GatewayError(503, "Tool discovery has not completed. Internal MCP servers may be unavailable.")
+
+    # --- tools ---------------------------------------------------------------------------------------------
+
+    def list_tools(self, role: str) -> list[dict]:
+        """The tools/list entries ``role`` may see (get_time included while the clock is armed)."""
+        entries = list(self._tool_entries.values())
+        if self.clock.armed and GET_TIME_TOOL_NAME not in self._tool_entries:
+            entries.append(GET_TIME_TOOL)
+        return self.access.filter_tools(role, entries)
+
+    def _guard(self) -> Any:
+        if self.mode == "consistent" and self._call_lock is not None:
+            return self._call_lock
+        return contextlib.nullcontext()
+
+    async def call(self, tool: str, arguments: dict | None, *, role: str = DEFAULT_ROLE, session: str | None = None,
+                   source: str | None = None, raise_failures: bool = False) -> dict:
+        """One agent tool call: RBAC-checked, proxied, recorded, triggers evaluated. Answers the MCP result
+        (a child that fails or times out answers an isError result, or with ``raise_failures`` a GatewayError
+        500/504 as /step does). Raises GatewayError (403 disabled, 404 unknown, 503 not ready) before anything
+        is proxied."""
+        self._ensure_ready()
+        arguments = arguments or {}
+        try:
+            self.access.check_call(role, tool)
+        except RbacError as e:
+            raise GatewayError(e.status, str(e.message if hasattr(e, "message") else e)) from None
+        route = self._routes.get(tool)
+        is_clock_tool = route is None and tool == GET_TIME_TOOL_NAME and self.clock.armed
+        if route is None and not is_clock_tool:
+            raise GatewayError(404, f"Unknown tool: {tool}")
+        event: dict[str, Any] = {"event_type": "tool_call"}
+        if source:
+            event["source"] = source
+        event.update(tool_call={"function_name": tool, "arguments": arguments}, role=role)
+        if session:
+            event["session"] = session
+        causes = self.engine.caused_by(role)
+        if causes:
+            event["caused_by"] = causes
+        call_id = await self._log_event(event)
+        extra = {"source": source} if source else {}
+        if is_clock_tool:
+            result = self._get_time(arguments)
+        else:
+            child, child_tool = route  # type: ignore[misc]
+            self.clock.tick_tool_call()
+            meta = {ROLE_META_KEY: role}
+            if session:
+                meta[SESSION_META_KEY] = session
+            stamp = self.clock.virtual_timestamp()
+            if stamp is not None:
+                meta[VIRTUAL_TIME_META_KEY] = stamp
+            try:
+                async with self._guard():
+                    result = await asyncio.wait_for(child.call(child_tool, arguments, meta), self.tool_timeout)
+            except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
+                await self._log_event({"event_type": "tool_call_failed", **extra, "tool_call_event_id": call_id,
+                                       "error": f"{type(e).__name__}: {str(e)[:300]}",
+                                       "changelog_id_before": None, "changelog_id": None})
+                timed_out = isinstance(e, TimeoutError)
+                if raise_failures:
+                    if timed_out:
+                        raise GatewayError(504, f"Tool '{tool}' timed out after {self.tool_timeout:g}s") from None
+                    raise GatewayError(500, f"Tool execution failed ({type(e).__name__}): {str(e) or repr(e)}") \
+                        from None
+                if timed_out:
+                    return _error_result(f"Tool '{tool}' timed out after {self.tool_timeout:g}s")
+                return _error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
+                                     f"({type(e).__name__}: {str(e)[:300] or 'connection lost'}); the gateway "
+                                     f"reopens its session, so the call may be retried")
+        await self._log_event({"event_type": "tool_call_result", **extra, "tool_call_event_id": call_id,
+                               "tool_call_result": result, "changelog_id_before": None, "changelog_id": None})
+        try:
+            await self.engine.on_tool_call(tool, arguments, result, role)
+        except Exception:  # fail-open, as the reference
+            logger.exception("trigger evaluation failed (fail-open)")
+        return result
+
+    def _get_time(self, arguments: dict) -> dict:
+        try:
+            reading = self.clock.get_time_tool(arguments.get("time_zone"))
+        except ClockError as e:
+            return _error_result(e.message if hasattr(e, "message") else str(e))
+        return {"content": [{"type": "text", "text": json.dumps(reading)}], "structuredContent": reading,
+                "isError": False}
+
+    async def _internal_call(self, tool: str, arguments: dict, role: str) -> dict:
+        """A trigger's tool action: straight to the child session (no RBAC, no trigger re-evaluation)."""
+        route = self._routes.get(tool)
+        if route is None:
+            if tool == GET_TIME_TOOL_NAME and self.clock.armed:
+                return self._get_time(arguments)
+            return _error_result(f"Unknown tool: {tool}")
+        child, child_tool = route
+        meta = {ROLE_META_KEY: role}
+        stamp = self.clock.virtual_timestamp()
+        if stamp is not None:
+            meta[VIRTUAL_TIME_META_KEY] = stamp
+        try:
+            async with self._guard():
+                return await child.call(child_tool, arguments, meta)
+        except Exception as e:  # noqa: BLE001
+            return _error_result(f"Tool '{tool}' failed: {type(e).__name__}: {e}")
+
+    # --- trajectory ----------------------------------------------------------------------------------------
+
+    async def _log_event(self, event: dict) -> str:
+        self._event_counter += 1
+        event_id = f"event_{self._event_counter}"
+        event["event_id"] = event_id
+        event["timestamp_utc"] = _rfc3339_now()
+        stamp = self.clock.virtual_timestamp()
+        if stamp is not None:
+            event["virtual_time"] = stamp
+        if len(self.events) < TRAJECTORY_MAX_EVENTS:
+            self.events.append(event)
+        if self.on_event is not None:
+            try:
+                outcome = self.on_event(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                logger.exception("gateway on_event callback failed")
+        return event_id
+
+    def trajectory_jsonl(self) -> str:
+        return "".join(json.dumps(e, default=str) + "\n" for e in self.events)
+
+    # --- REST bodies -----------------------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        servers = [{"name": name, "tools": [{"name": t["name"], "description": t.get("description") or "",
+                                             "parameters": t.get("inputSchema") or {"type": "object",
+                                                                                    "properties": {}}}
+                                            for t in tools]}
+                   for name, tools in self._server_tools]
+        return {"mcp_servers": servers, "changelog_id": None, "roles": self.access.roles_state(),
+                "tool_name_clashes": self.clashes}
+
+    def step_list(self, role: str) -> dict:
+        return {"tools": [{"name": t["name"], "description": t.get("description") or "",
+                           "parameters": t.get("inputSchema") or {"type": "object", "properties": {}}}
+                          for t in self.list_tools(role)]}
+
+    async def step(self, body: Any, role: str) -> dict:
+        self._ensure_ready()
+        if not isinstance(body, dict):
+            raise GatewayError(400, "Invalid JSON body")
+        action = body.get("action")
+        if action == "list_tools":
+            return self.step_list(role)
+        if action != "call_tool":
+            raise GatewayError(400, f"Unknown action: {action}. Expected 'list_tools' or 'call_tool'.")
+        tool = body.get("tool_name")
+        if not tool or not isinstance(tool, str):
+            raise GatewayError(400, "Missing or invalid 'tool_name' field")
+        arguments = body.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise GatewayError(400, "'arguments' must be a JSON object")
+        result = await self.call(tool, arguments, role=role, source="step_api", raise_failures=True)
+        return {**result, "changelog_id": None}
+
+    def arm_clock(self, body: Any) -> dict:
+        if GET_TIME_TOOL_NAME in self._routes:
+            raise GatewayError(409, f"'{GET_TIME_TOOL_NAME}' is already registered by a backing server", ok=False)
+        answer = self.clock.arm_from_body(body)
+        self._state_changed("clock")
+        return answer
+
+    def clear_clock(self) -> dict:
+        answer = self.clock.clear()
+        self._state_changed("clock")
+        return answer
+
+    async def child_card(self, child: Child) -> dict | None:
+        from .card import rewrite_child_card
+
+        try:
+            if child.env is not None:
+                card = child.env.card().to_wire()
+            else:
+                import httpx2
+
+                async with httpx2.AsyncClient(timeout=5.0) as http:
+                    r = await http.get(f"{child.base}/.well-known/agent-env.json")
+                if r.status_code != 200:
+                    return None
+                card = r.json()
+                if not isinstance(card, dict):
+                    return None
+        except Exception as e:  # noqa: BLE001 - omitted, as the reference does
+            logger.warning("env card: child %s: %r; omitting", child.name, e)
+            return None
+        return rewrite_child_card(f"mcp-{child.name}", card)
+
+    async def card(self) -> dict:
+        from agentenv_local.env.card import PROTOCOL_VERSION, RPC_PATH
+
+        from .card import gateway_extensions
+
+        children = await asyncio.gather(*(self.child_card(c) for c in self.children))
+        return {"name": self.name, "protocolVersion": PROTOCOL_VERSION, "url": RPC_PATH,
+                "preferredTransport": "JSONRPC", "additionalInterfaces": [{"url": "/mcp", "transport": "mcp"}],
+                "capabilities": {"extensions": gateway_extensions()},
+                "children_environments": [c for c in children if c is not None]}
+
+    # --- MCP -----------------------------------------------------------------------------------------------
+
+    def _session_key(self, ctx: Any, headers: Any) -> str:
+        sid = headers.get("mcp-session-id") if headers is not None else None
+        if sid:
+            key = self._session_ids.get(sid)
+            if key is None:
+                if len(self._session_ids) >= 10_000:  # forget the oldest sessions' keys
+                    for old in list(self._session_ids)[:1000]:
+                        del self._session_ids[old]
+                key = self._session_ids[sid] = secrets.token_hex(8)
+            return key
+        session = getattr(ctx, "session", None)
+        if session is not None:
+            try:
+                key = self._sessions.get(session)
+                if key is None:
+                    key = self._sessions[session] = secrets.token_hex(8)
+                return key
+            except TypeError:
+                pass
+        return secrets.token_hex(8)
+
+    def mcp_server(self) -> Any:
+        if self._mcp_server is not None:
+            return self._mcp_server
+        from mcp.server.lowlevel import Server
+
+        from agentenv_local import __version__
+
+        gateway = self
+
+        def _headers(ctx: Any) -> Any:
+            request = getattr(ctx, "request", None)
+            return getattr(request, "headers", None) if request is not None else None
+
+        async def on_list_tools(ctx: Any, params: Any) -> dict:
+            meta = getattr(params, "meta", None) if params is not None else None
+            try:
+                role = gateway.access.resolve(_headers(ctx), meta or {})
+            except RbacError:
+                role = DEFAULT_ROLE
+            tools = gateway.list_tools(role) if gateway.discovered else []
+            return {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+
+        async def on_call_tool(ctx: Any, params: Any) -> dict:
+            headers = _headers(ctx)
+            try:
+                role = gateway.access.resolve(headers, params.meta or {})
+                session = gateway._session_key(ctx, headers)
+                result = await gateway.call(params.name, params.arguments or {}, role=role, session=session)
+            except GatewayError as e:
+                result = _error_result(e.body["error"])
+            except RbacError as e:
+                result = _error_result(e.message if hasattr(e, "message") else str(e))
+            return {**result, "resultType": "complete"}
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_server: Any):
+            await gateway.start()
+            yield {}
+
+        self._mcp_server = Server(self.name, version=__version__, lifespan=lifespan, on_list_tools=on_list_tools,
+                                  on_call_tool=on_call_tool)
+        return self._mcp_server
+
+    # --- HTTP ----------------------------------------------------------------------------------------------
+
+    def app(self) -> Any:
+        from .routes import build_app
+
+        return build_app(self)
+
+    def serve(self, host: str = "127.0.0.1", port: int = 18765, *, log_level: str = "warning") -> None:
+        import uvicorn
+
+        uvicorn.run(self.app(), host=host, port=port, log_level=log_level)

@@ -1,0 +1,200 @@
+"""Gateway benchmark: the overhead a gateway adds to a tool call.
+
+    .venv/bin/python bench/bench_gateway.py [--calls 500] [--sessions 200]
+
+Measured in one run, side by side (p50 over --calls sequential `echo` calls, mcp 2.x `Client`):
+- direct: a client calling the echo example env (a subprocess) over streamable HTTP;
+- gateway: the same client calling the same env through a gateway (a subprocess, `python -m
+  agentenv_local.gateway`) over streamable HTTP: target <= 1.25x direct;
+- in-process child through the gateway: `Gateway.call()` on an in-process echo env (the hub's path, no inbound
+  HTTP): target < 1 ms; and the same gateway over HTTP, for reference;
+- --sessions concurrent MCP sessions against the HTTP gateway, one call each: errors and calls/s;
+- when the reference is installed (AGENTENV_REF_SERVER_VENV, default /tmp/agentenv-bench-ref), its gateway in
+  front of the same echo server, for comparison.
+Nothing here is asserted by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
+REF_VENV = Path(os.environ.get("AGENTENV_REF_SERVER_VENV") or "/tmp/agentenv-bench-ref")
+RATIO_TARGET = 1.25
+INPROC_TARGET_MS = 1.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def process(args: list[str], pattern: str):
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        line = proc.stderr.readline()
+        match = re.search(pattern, line)
+        if not match:
+            raise RuntimeError(f"{args}: {line}{proc.stderr.read()}")
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def reference_gateway(echo_base: str):
+    """The reference's gateway (its own venv) in front of echo_base; yields its base URL, or None if absent."""
+    python = REF_VENV / "bin" / "python"
+    if not python.is_file():
+        yield None
+        return
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        # psycopg2 is imported at module level but used only with SERVICE_DB_URL: a stub stands in (Appendix B)
+        Path(tmp, "psycopg2").mkdir()
+        Path(tmp, "psycopg2", "__init__.py").write_text("")
+        env = {**os.environ, "PYTHONPATH": tmp}
+        if subprocess.run([str(python), "-c", "import agent_env.env.gateway.entrypoint"], env=env,
+                          capture_output=True, check=False).returncode != 0:
+            yield None
+            return
+        env |= {"MCP_HOST": "127.0.0.1", "MCP_PORT": str(port), "MCP_SERVER_NAME": "demo",
+               "INTERNAL_MCP_SERVERS": f"echo={echo_base}/mcp", "REST_PROXY_URLS": f"mcp-echo={echo_base}",
+               "GATEWAY_TRAJECTORY_FILE": f"{tmp}/trajectory.jsonl"}
+        proc = subprocess.Popen([str(python), "-m", "agent_env.env.gateway.entrypoint"], env=env, cwd=tmp,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            asyncio.run(wait_ready(base))
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def wait_ready(url: str) -> None:
+    import httpx2
+
+    async with httpx2.AsyncClient() as http:
+        for _ in range(300):
+            with contextlib.suppress(Exception):
+                if (await http.get(url + "/state")).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} did not get ready")
+
+
+async def p50_over_mcp(mcp_url: str, calls: int) -> float:
+    from mcp import Client
+
+    async with Client(mcp_url) as client:
+        for _ in range(20):
+            await client.call_tool("echo", {"text": "warm"})
+        times = []
+        for i in range(calls):
+            t = time.perf_counter()
+            await client.call_tool("echo", {"text": f"x{i}"})
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+async def p50_inprocess(calls: int) -> float:
+    from agentenv_local.env import load_env
+    from agentenv_local.gateway.children import ChildSpec
+    from agentenv_local.gateway.server import Gateway
+
+    async with Gateway("bench", [ChildSpec("echo", load_env(ECHO))]) as gw:
+        for _ in range(20):
+            await gw.call("echo", {"text": "warm"})
+        times = []
+        for i in range(calls):
+            t = time.perf_counter()
+            await gw.call("echo", {"text": f"x{i}"})
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+async def sessions(mcp_url: str, count: int) -> tuple[int, float]:
+    from mcp import Client
+
+    async def one(i: int) -> None:
+        async with Client(mcp_url) as c:
+            await c.call_tool("echo", {"text": f"s{i}"})
+
+    t = time.perf_counter()
+    results = await asyncio.gather(*(one(i) for i in range(count)), return_exceptions=True)
+    elapsed = time.perf_counter() - t
+    return sum(1 for r in results if isinstance(r, BaseException)), count / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--sessions", type=int, default=200)
+    args = parser.parse_args()
+    with process(["-m", "agentenv_local.env", str(ECHO), "--port", "0"], r"serving on (http://\S+)") as echo:
+        direct = asyncio.run(p50_over_mcp(echo + "/mcp", args.calls))
+        port = free_port()
+        with process(["-m", "agentenv_local.gateway", "--child", f"echo={echo}/mcp", "--port", str(port)],
+                     r"serving on (http://\S+)") as gw:
+            asyncio.run(wait_ready(gw))
+            through = asyncio.run(p50_over_mcp(gw + "/mcp", args.calls))
+            errors, rate = asyncio.run(sessions(gw + "/mcp", args.sessions))
+        ref = None
+        with reference_gateway(echo) as ref_base:
+            if ref_base is not None:
+                ref = asyncio.run(p50_over_mcp(ref_base + "/mcp", args.calls))
+    inproc = asyncio.run(p50_inprocess(args.calls))
+    inproc_http = None
+    from agentenv_local.env import load_env
+    from agentenv_local.gateway.children import ChildSpec
+    from agentenv_local.gateway.server import Gateway
+
+    sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "gateway"))
+    from gateway_testkit import serving_app
+
+    gw_obj = Gateway("bench", [ChildSpec("echo", load_env(ECHO))])
+    with serving_app(gw_obj.app()) as base:
+        inproc_http = asyncio.run(p50_over_mcp(base + "/mcp", args.calls))
+    ratio = through / direct
+    print(f"direct echo over streamable HTTP       p50 {direct:7.3f} ms")
+    print(f"through the gateway (HTTP child)       p50 {through:7.3f} ms  ratio {ratio:.2f}x "
+          f"(target <= {RATIO_TARGET}x: {'ok' if ratio <= RATIO_TARGET else 'MISSED'})")
+    print(f"in-process child via Gateway.call()    p50 {inproc:7.3f} ms  (target < {INPROC_TARGET_MS} ms: "
+          f"{'ok' if inproc < INPROC_TARGET_MS else 'MISSED'})")
+    print(f"in-process child via gateway over HTTP p50 {inproc_http:7.3f} ms  (same-process client; for reference)")
+    if ref is not None:
+        print(f"through the reference's gateway         p50 {ref:7.3f} ms  ratio {ref / direct:.2f}x")
+    print(f"{args.sessions} concurrent MCP sessions: {errors} errors, {rate:.0f} calls/s (session open + 1 call)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

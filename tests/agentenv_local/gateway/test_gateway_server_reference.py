@@ -1,0 +1,138 @@
+"""The reference's own MCP client (`agentenv_protocol.ToolSession`, mcp 1.x) against our gateway (Appendix A
+item 10): tools listed per role, RBAC refusal text, `get_time` while the clock is armed. Needs the reference's
+side venv (see tests/agentenv_local/env/test_env_reference_client.py); skipped without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from gateway_testkit import NOTES, gateway_serving, http, load
+
+from agentenv_local.gateway.children import ChildSpec
+
+HERE = Path(__file__).resolve().parent
+_PROJECT_REF_VENV = Path(__file__).resolve().parents[3] / ".venv-ref"
+REF_VENV = Path(os.environ.get("AGENTENV_REF_VENV") or
+                (_PROJECT_REF_VENV if _PROJECT_REF_VENV.exists() else "/tmp/agentenv-ref-venv"))
+REF_PYTHON = REF_VENV / "bin" / "python"
+
+
+def _reference_available() -> bool:
+    if not REF_PYTHON.is_file():
+        return False
+    return subprocess.run([str(REF_PYTHON), "-c", "import agentenv_protocol"], check=False, capture_output=True).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _reference_available(), reason=f"no reference venv at {REF_VENV}")
+
+
+def test_reference_tool_session_drives_our_gateway(echo_url):
+
+    children = [ChildSpec("echo", echo_url), ChildSpec("notes", load(NOTES))]
+    with gateway_serving("demo", children) as (base, _), http(base) as h:
+        h.post("/tools/disable", json={"role": "agent", "tools": ["echo"]})
+        h.put("/clock/set-time", json={"virtual_time": "2025-03-10T09:00:00Z",
+                                       "virtual_seconds_per_real_second": 3600})
+        out = subprocess.run([str(REF_PYTHON), str(HERE / "reference_gateway_check.py"), base],
+                             check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert "echo" not in seen["agent_tools"] and "get_time" in seen["agent_tools"]
+    assert "whoami" in seen["agent_tools"]
+    assert seen["agent_echo"] == {"isError": True, "text": "Tool 'echo' is disabled for role 'agent'"}
+    assert seen["agent_whoami"]["role"] == "agent" and seen["agent_whoami"]["session"]
+    assert seen["get_time"]["local_time"].endswith("-04:00")
+    assert "echo" in seen["default_tools"] and "get_time" in seen["default_tools"]
+    assert seen["default_echo"]["isError"] is False
+    assert seen["default_echo"]["content"][0]["text"] == "hi"
+
+
+
+
+# An env written with the reference's SDK needs mcp 1.x beside it: the reference install (AGENTENV_REF_SERVER_VENV,
+# default /tmp/agentenv-bench-ref) has both, and ships the mail example.
+REF_SERVER_VENV = Path(os.environ.get("AGENTENV_REF_SERVER_VENV") or "/tmp/agentenv-bench-ref")
+REF_MAIL = next(iter(sorted(REF_SERVER_VENV.glob("lib/python3*/site-packages/agent_env/examples/mail-mcp/envs/mail/"
+                                                  "server.py"))), None)
+
+
+def _reference_server_available() -> bool:
+    python = REF_SERVER_VENV / "bin" / "python"
+    return REF_MAIL is not None and python.is_file() and subprocess.run(
+        [str(python), "-c", "import agentenv_protocol, mcp"], check=False, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _reference_server_available(), reason=f"no reference install at {REF_SERVER_VENV}")
+def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
+    """The issue's "done when": the reference's mail env (its own venv, a subprocess) composed with our echo env;
+    driven with an mcp 2.x client and (when its venv exists) the reference's ToolSession."""
+    import asyncio
+    import time
+
+    from gateway_testkit import ECHO, free_port
+    from mcp import Client
+
+    port = free_port()
+    proc = subprocess.Popen([str(REF_SERVER_VENV / "bin" / "python"), str(REF_MAIL)],
+                            env={**os.environ, "MCP_HOST": "127.0.0.1", "MCP_PORT": str(port)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        children = [ChildSpec("mail", f"http://127.0.0.1:{port}/mcp"), ChildSpec("echo", load(ECHO))]
+        with gateway_serving("demo", children) as (base, _), http(base) as h:
+            card = h.get("/.well-known/agent-env.json").json()
+            assert [c["url"] for c in card["children_environments"]] == ["/svc/mcp-mail/agentenv",
+                                                                          "/svc/mcp-echo/agentenv"]
+            h.put("/clock/set-time", json={"virtual_time": "2025-03-10T09:00:00Z", "mode": "stepped",
+                                           "step_seconds": 3600})
+            r = h.post("/triggers/register", json={"watch_roles": ["agent"], "triggers": [
+                {"id": "mirror", "when": {"type": "action", "tool": "search_emails"},
+                 "actions": [{"type": "tool", "tool": "echo", "args": {"text": "${args.query}"}}]},
+                {"id": "late", "when": {"type": "time", "at": "PT2H"},
+                 "actions": [{"type": "permission", "action": "disable", "role": "agent", "tools": ["echo"]}]}]})
+            assert r.status_code == 200, r.text
+
+            async def drive():
+                import httpx2
+                from mcp.client.streamable_http import streamable_http_client
+
+                client = httpx2.AsyncClient(headers={"AgentEnv-Role": "agent"})
+                async with Client(streamable_http_client(base + "/mcp", http_client=client)) as c:
+                    tools = [t.name for t in (await c.list_tools()).tools]
+                    assert {"search_emails", "echo", "get_time"} <= set(tools)
+                    found = await c.call_tool("search_emails", {"query": "invoice"})  # 10:00
+                    assert not found.is_error and "INV-1042" in found.content[0].text
+                    now = await c.call_tool("get_time", {})
+                    assert now.structured_content["current_time"] == "2025-03-10T10:00:00Z"
+                    await c.call_tool("echo", {"text": "x"})  # 11:00: past t0 + 2h
+                    for _ in range(100):
+                        if "echo" not in [t.name for t in (await c.list_tools()).tools]:
+                            break
+                        await asyncio.sleep(0.05)
+                    refused = await c.call_tool("echo", {"text": "y"})
+                    assert refused.is_error and "disabled for role 'agent'" in refused.content[0].text
+
+            asyncio.run(drive())
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                statuses = {t["id"]: t["status"] for t in h.get("/triggers/state").json()["triggers"]}
+                if statuses == {"mirror": "fired", "late": "fired"}:
+                    break
+                time.sleep(0.05)
+            assert statuses == {"mirror": "fired", "late": "fired"}
+            if _reference_available():
+                out = subprocess.run([str(REF_PYTHON), str(HERE / "reference_gateway_check.py"), base],
+                                     check=False, capture_output=True, text=True, timeout=120)
+                assert out.returncode == 0, out.stderr
+                seen = json.loads(out.stdout)
+                assert "search_emails" in seen["agent_tools"] and "echo" not in seen["agent_tools"]
+            events = [json.loads(x) for x in h.get("/trajectory").text.splitlines()]
+            kinds = {e["event_type"] for e in events}
+            assert {"tool_call", "tool_call_result", "trigger_fired", "internal_tool_call"} <= kinds
+            assert all("virtual_time" in e for e in events)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
