@@ -302,6 +302,10 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
             value = raw.get(field_name)
             if isinstance(value, str) and value in bundle.artifacts:
                 raw[field_name] = bundle.artifacts[value].id
+        for field_name in getattr(cls, "env_ref_fields", ()):
+            value = raw.get(field_name)
+            if isinstance(value, str) and value in bundle.envs:
+                raw[field_name] = bundle.envs[value].id
         if isinstance(raw.get("artifacts"), list):  # load_artifact's list form: {"id": ...} or a bare name
             raw["artifacts"] = [_resolve_entry(a, bundle) for a in raw["artifacts"]]
         out.append(raw)

@@ -90,6 +90,20 @@ class StepContext:
         except NotFoundError as exc:
             raise StepError(f"sandbox {name!r} ({record['sandbox_id']}) is gone: {exc.message}") from exc
 
+    # -- environments -----------------------------------------------------------------
+    def deployed_env(self, env_id: str) -> dict:
+        """The record a deploy_env step left in `state["deployed_envs"]` for `env_id` (the env's id,
+        or the instance id). It holds `gateway_url`, `mcp_url`, `instance_id`, `environment_card`."""
+        for record in reversed(self.state.get("deployed_envs", [])):
+            if env_id in (record.get("env_id"), record.get("instance_id")) and not record.get("torn_down"):
+                return record
+        known = [r.get("env_id") for r in self.state.get("deployed_envs", []) if not r.get("torn_down")]
+        raise StepError(
+            f"step {self.step.id!r}: env {env_id!r} is not deployed in this run"
+            + (f" (deployed: {', '.join(known)})" if known else ""),
+            hint="add a deploy_env step for it and list that step in depends_on",
+        )
+
     # -- artifacts --------------------------------------------------------------------
     def artifact(self, artifact_id: str, version: int | None = None) -> dict:
         """The stored artifact document (latest version unless pinned)."""

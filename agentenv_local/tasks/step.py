@@ -33,6 +33,8 @@ class Step(BaseModel):
     type: ClassVar[str] = ""
     # Fields that name stored entities, so bundles can resolve bare names in them.
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ()
+    # Fields that name envs (bare names resolve to the bundle's envs/<name>).
+    env_ref_fields: ClassVar[tuple[str, ...]] = ()
     # True for steps that create something their teardown removes (a sandbox, an env, an agent):
     # resuming a run that was already torn down runs them, and what depends on them, again.
     deploys: ClassVar[bool] = False
