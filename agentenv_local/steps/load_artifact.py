@@ -2,8 +2,9 @@
 
 A `file_artifact_universe` lands under `destination_path` with its relative paths; a `file`
 artifact lands as its filename under `destination_path`. Each load is recorded in
-`metadata.loaded_file_artifact_universes` (the reference's shape). Loading into an env
-(`env_id`, data/add) or an agent (`agent_name`) comes with the gateway and agents work.
+`metadata.loaded_file_artifact_universes` (the reference's shape). With `env_id`, the files go
+into the deployed env's data plane instead (see `env_control.load_into_env`); loading into an agent
+(`agent_name`) comes with the agents work.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class LoadArtifactStep(Step):
     # `artifacts` list (artifacts[].id) are refs too: a loader rewriting names must also call
     # `rewrite_artifact_refs` (below), which handles both places.
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ("artifact_id",)
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
 
     artifact_id: str | None = None
     artifact_version: int | None = Field(default=None, ge=1)
@@ -44,6 +46,9 @@ class LoadArtifactStep(Step):
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
     destination_path: str = "/app"
     env_id: str | None = None
+    environment_name: str | None = None  # with env_id: the one service (child) to load into
+    reset_first: bool = False  # with env_id: data/reset the target services before loading
+    timeout_seconds: float = Field(default=600, gt=0)  # with env_id: per data-plane call
     agent_name: str | None = None
 
     @field_validator("artifacts", mode="before")
@@ -89,18 +94,16 @@ class LoadArtifactStep(Step):
             problems.append(f"{', '.join(targets)}: load into one target per step")
         if not self.destination_path:
             problems.append("destination_path: must not be empty")
+        if (self.environment_name or self.reset_first) and not self.env_id:
+            problems.append("environment_name, reset_first: only go with env_id")
         return problems
 
     async def execute(self, ctx: "StepContext") -> None:
-        if self.env_id:
-            raise not_yet(ctx, "loading into an env (env_id)", "gateway")
         if self.agent_name:
             raise not_yet(ctx, "loading into an agent (agent_name)", "agents")
         refs = self.refs()
         if not refs:
             raise StepError(f"step {self.id!r}: nothing to load", hint="set artifact_id or artifacts")
-        name = resolve_sandbox_name(ctx, self.sandbox_name)
-        sandbox = await ctx.sandbox(name)
         # Resolve every artifact first, so a missing one fails the step before anything is written.
         loads = []
         for ref in refs:
@@ -115,6 +118,13 @@ class LoadArtifactStep(Step):
                 raise StepError(f"step {self.id!r}: cannot read artifact {ref.id!r} v{doc['version']}: {exc.message}",
                                 hint=exc.hint) from exc
             loads.append((doc, kind, files))
+        if self.env_id:
+            from .env_control import load_into_env
+
+            await load_into_env(self, ctx, loads)
+            return
+        name = resolve_sandbox_name(ctx, self.sandbox_name)
+        sandbox = await ctx.sandbox(name)
         for doc, kind, files in loads:
             for rel, data in sorted(files.items()):
                 try:

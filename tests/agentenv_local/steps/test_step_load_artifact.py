@@ -69,9 +69,9 @@ def test_destination_outside_the_sandbox_is_refused(deployed):
                                         "destination_path": "/etc"}))
 
 
-def test_env_and_agent_targets_are_not_there_yet(deployed):
+def test_agent_target_is_not_there_yet_and_an_env_must_be_deployed(deployed):
     deployed.put_artifact("a", {"a.txt": b"a"})
-    with pytest.raises(StepError, match="gateway"):
+    with pytest.raises(StepError, match="env 'mail' is not deployed in this run"):
         deployed.execute(deployed.step({"id": "l", "type": "load_artifact", "artifact_id": "a", "env_id": "mail"}))
     with pytest.raises(StepError, match="agents"):
         deployed.execute(deployed.step({"id": "l", "type": "load_artifact", "artifact_id": "a", "agent_name": "x"}))

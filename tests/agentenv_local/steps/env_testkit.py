@@ -1,0 +1,57 @@
+"""Helpers for the env step tests (imported by name): a real Gateway over in-process example envs, served on a
+free loopback port, and the deploy record a `deploy_env` step would leave in the run state."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "gateway"))
+
+from gateway_testkit import gateway_serving, http, load
+
+ENVS = ROOT / "examples" / "envs"
+
+
+def seed(name: str) -> dict:
+    return json.loads((ENVS / name / "seed.json").read_text())
+
+
+def example(name: str):
+    return load(ENVS / name / "server.py")
+
+
+def record(env_id: str, base: str, children: list[str]) -> dict:
+    return {"env_id": env_id, "env_version": 1, "instance_id": f"{env_id}-inst-1", "gateway_url": base,
+            "mcp_url": base + "/mcp", "environment_card": {}, "mcp_server_name": env_id,
+            "children": [{"name": c} for c in children]}
+
+
+@contextlib.contextmanager
+def deployed_env(run, env_id: str, children: dict, **options):
+    """Serve a gateway over `children` ({name: Env}) and record it in the run's deployed_envs."""
+    from agentenv_local.gateway.children import ChildSpec
+
+    specs = [ChildSpec(name, env) for name, env in children.items()]
+    with gateway_serving(env_id, specs, **options) as (base, gw):
+        run.state["deployed_envs"].append(record(env_id, base, list(children)))
+        yield base, gw
+
+
+def rpc(base: str, child: str | None, method: str, params: dict | None = None) -> dict:
+    path = f"/svc/mcp-{child}/agentenv" if child else "/agentenv"
+    with http(base) as h:
+        return h.post(path, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}).json()
+
+
+def data_of(base: str, child: str) -> dict:
+    return rpc(base, child, "data/get")["result"]["parts"][0]["data"]
+
+
+def call_tool(base: str, tool: str, args: dict, role: str | None = None) -> dict:
+    headers = {"AgentEnv-Role": role} if role else {}
+    with http(base, **headers) as h:
+        return h.post("/step", json={"action": "call_tool", "tool_name": tool, "arguments": args}).json()
