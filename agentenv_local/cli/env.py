@@ -66,3 +66,123 @@ def list_envs(as_json):
         return
     table([[r["id"], f"v{r['version']}", r["type"], r["name"] or "-", ago(r["created_at"])] for r in rows],
           ["ENV", "VERSION", "TYPE", "NAME", "CREATED"])
+
+
+@env_group.command("dev")
+@click.argument("target", metavar="PATH[:CLASS]")
+@click.option("--port", type=int, default=None,
+              help="Port to serve on (default: $MCP_PORT or 18765; 0 = any free port, printed).")
+@click.option("--host", default=None, help="Address to bind (default: $MCP_HOST or 127.0.0.1).")
+@click.option("--stdio", is_flag=True, help="Serve MCP over stdin/stdout instead of HTTP.")
+@click.option("--sse", is_flag=True, help="Answer MCP POSTs with SSE streams instead of JSON.")
+def dev(target, port, host, stdio, sse):
+    """Serve the env in PATH from source and reload it on every save.
+
+    Clients stay connected across reloads (MCP sessions get notifications/tools/list_changed); a file
+    that fails to load prints its error and the last good version keeps serving. Ctrl-C stops.
+    """
+    from agentenv_local.env.dev import serve_dev_http, serve_dev_stdio
+    from agentenv_local.env.serve import EnvLoadError
+    from agentenv_local.errors import ValidationError
+
+    try:
+        if stdio:
+            serve_dev_stdio(target)
+        else:
+            serve_dev_http(target, host=host, port=port, json_response=not sse,
+                           announce=lambda line: click.echo(line, err=True))
+    except KeyboardInterrupt:
+        return
+    except (EnvLoadError, ValueError, OSError) as e:
+        raise ValidationError(f"agentenv env dev {target}: {e}") from None
+
+
+# -- deployed instances -------------------------------------------------------------------
+def _print_endpoints(record: dict) -> None:
+    click.echo(f"Deployed {record['env_id']} v{record['env_version']} as {record['instance_id']}.")
+    click.echo(f"  gateway: {record['gateway_url']}")
+    click.echo(f"  MCP:     {record['mcp_url']}")
+    for child in record.get("children") or []:
+        where = child.get("url") or "in the hub"
+        click.echo(f"  server {child['name']}: {child['kind']} ({where}" + (f", pid {child['pid']})" if child.get("pid") else ")"))
+    click.echo("Add it to an MCP client as a streamable HTTP server, e.g. "
+               f"`claude mcp add --transport http {record['mcp_server_name']} {record['mcp_url']}`.")
+
+
+@env_group.command("deploy")
+@click.option("--id", "env_id", default=None, help="The env to deploy (its id in the store).")
+@click.option("--version", type=int, default=None, help="A version (default: the latest).")
+@click.option("--gateway-mode", type=click.Choice(["performance", "consistent"]), default=None,
+              help="consistent: one tool call at a time (default: the env's, else performance).")
+@click.option("--resume", "resume", default=None, metavar="INSTANCE",
+              help="Redeploy an instance a stopped hub left, with its saved RBAC rules, triggers and clock.")
+@click.option("--keep-running", is_flag=True,
+              help="Stay in the foreground until Ctrl-C even with a long-lived hub (then tear it down).")
+@click.option("--json", "as_json", is_flag=True, help="Print the instance record as JSON.")
+def deploy(env_id, version, gateway_mode, resume, keep_running, as_json):
+    """Deploy an env behind a gateway in the hub and print its URLs.
+
+    With a long-lived hub (`agentenv up`) it returns at once and the instance runs until
+    `agentenv env teardown INSTANCE`. Otherwise this command is the hub: it serves the env until
+    Ctrl-C, then tears it down.
+    """
+    import signal
+    import threading
+
+    from agentenv_local.errors import ValidationError
+
+    if not env_id and not resume:
+        raise ValidationError("give the env to deploy: --id ENV (or --resume INSTANCE)")
+    with session() as s:
+        record = s.call("envs.deploy", env_id=env_id, version=version, gateway_mode=gateway_mode, resume=resume)
+        if as_json:
+            echo_json(record)
+        else:
+            _print_endpoints(record)
+        foreground = keep_running or (s.is_hub and not getattr(s.hub, "long_lived", False))
+        if not foreground:
+            click.echo(f"Stop it with `agentenv env teardown {record['instance_id']}`.")
+            return
+        click.echo("Serving until Ctrl-C.", err=True)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            while not stop.wait(0.2):
+                if s.is_hub and s.hub.shutdown_requested.is_set():
+                    break
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            try:
+                s.call("envs.teardown", record["instance_id"])
+            except Exception as e:  # noqa: BLE001 - the hub's close tears it down anyway
+                click.echo(f"teardown: {e}", err=True)
+            click.echo(f"Tore down {record['instance_id']}.", err=True)
+
+
+@env_group.command("instances")
+@click.option("--all", "show_all", is_flag=True, help="Terminated instances too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def instances(show_all, as_json):
+    """Deployed env instances (running ones, unless --all)."""
+    with session() as s:
+        rows = s.call("envs.instances", status=None if show_all else "running")
+    rows.sort(key=lambda r: r.get("created_at_utc") or "", reverse=True)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("No env instances running. Deploy one with `agentenv env deploy --id ENV`.")
+        return
+    table([[r["instance_id"], f"{r['env_id']} v{r.get('env_version')}", r.get("status", "-"), r["mcp_url"],
+            r.get("run_id") or "-"] for r in rows], ["INSTANCE", "ENV", "STATUS", "MCP URL", "RUN"])
+
+
+@env_group.command("teardown")
+@click.argument("instance_id", metavar="INSTANCE")
+def teardown(instance_id):
+    """Stop a deployed env instance (its gateway and servers) and remove its files."""
+    with session() as s:
+        record = s.call("envs.teardown", instance_id)
+    click.echo(f"Tore down {record['instance_id']} ({record['env_id']}): {record.get('status')}.")

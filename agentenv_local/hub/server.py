@@ -11,7 +11,8 @@ import queue
 import socketserver
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from agentenv_local import __version__
 from agentenv_local.errors import AgentenvError, HubError
@@ -59,6 +60,11 @@ class Hub:
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="hub-loop", daemon=True)
         self._loop_thread.start()
         self.services = RunServices(self.store, config, paths)
+        from agentenv_local.environments.deploy import EnvManager
+
+        # Instances a dead hub left running are marked terminated and their processes killed here.
+        self.envs = EnvManager(self.store, paths, self.loop)
+        self.services.envs = self.envs
         self.runner = Runner(self.services, self.session_id, self.loop)
         self._connections: set[int] = set()
         self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
@@ -195,6 +201,9 @@ class Hub:
             "runner.cancel": self._op_cancel,
             "runner.review": self._op_review,
             "runner.attach": self._op_attach,
+            "envs.deploy": self._op_envs_deploy,
+            "envs.instances": self._op_envs_instances,
+            "envs.teardown": self._op_envs_teardown,
         }
 
     def on_loop(self, fn: Callable[[], Any], timeout: float | None = 30) -> Any:
@@ -259,6 +268,18 @@ class Hub:
         active = ActiveRun(run_id, task, state, done=done, executed=executed)
         await self.runner._finish(active, "cancelled", "cancelled after it was interrupted")
 
+    def _op_envs_deploy(self, env_id: str | None = None, version: int | None = None,
+                        gateway_mode: str | None = None, resume: str | None = None, conn_id=None) -> dict:
+        future = asyncio.run_coroutine_threadsafe(
+            self.envs.deploy(env_id, version, gateway_mode=gateway_mode, resume=resume), self.loop)
+        return future.result(600)
+
+    def _op_envs_instances(self, status: str | None = None, conn_id=None) -> list[dict]:
+        return self.envs.instances(status)
+
+    def _op_envs_teardown(self, instance_id: str, conn_id=None) -> dict:
+        return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)
+
     def _op_review(self, review_id: str, decision: str, conn_id=None) -> dict:
         if decision not in ("continue", "abort"):
             raise HubError(f"a review decision is 'continue' or 'abort', not {decision!r}")
@@ -318,6 +339,7 @@ class Hub:
         deadline = time.monotonic() + 5  # let calls being answered finish before the store closes
         while self._inflight and time.monotonic() < deadline:
             time.sleep(0.01)
+        self.envs.close()  # deployed env instances: their gateways and servers stop with the hub
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=5)
         self.store.close()

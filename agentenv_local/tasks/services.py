@@ -16,6 +16,7 @@ class RunServices:
     store: Any  # stores.database.DuckDBStore (or anything with the same sub-stores)
     config: Any  # agentenv_local.config.Config
     paths: ProjectPaths
+    envs: Any = None  # environments.deploy.EnvManager: the hub's deployed env instances
     _providers: dict[str, Any] = field(default_factory=dict)
     _review_waiters: dict[str, asyncio.Event] = field(default_factory=dict)
 
@@ -53,7 +54,7 @@ class RunServices:
         event = self._review_waiters.setdefault(review_id, asyncio.Event())
         try:
             await asyncio.wait_for(event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             event.clear()

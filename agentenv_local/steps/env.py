@@ -1,0 +1,112 @@
+"""`deploy_env`: deploy an env (a gateway in the hub in front of its servers) for the run.
+
+The record (the reference's DeployedEnv shape, plus `children` and `step_id`) goes to the run's
+`deployed_envs`; later steps find it with `ctx.deployed_env(env_id)` and talk to its `gateway_url`
+and `mcp_url`. The instance is also in the store's `env_instances` records from the moment it
+serves, so a hub that dies mid-run leaves nothing unaccounted for. Teardown stops it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from agentenv_local.errors import AgentenvError, StepError
+from agentenv_local.tasks.step import Step
+
+if TYPE_CHECKING:
+    from agentenv_local.tasks.context import StepContext
+
+
+class DeployEnvStep(Step):
+    """Deploy an env (mcp_server or multi) and record it in the run's deployed_envs."""
+
+    type: ClassVar[str] = "deploy_env"
+    deploys: ClassVar[bool] = True
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
+
+    env_id: str = Field(min_length=1)
+    env_version: int | None = Field(default=None, ge=1)
+    ttl_seconds: int = Field(default=7200, ge=60)
+    disk_size_gb: int = Field(default=10, gt=0)
+    gateway_mode: Literal["performance", "consistent"] | None = None
+    cpu: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+    sandbox_type: str | None = None
+    env_state_type: str | None = None
+    env_state_instance_id: str | None = None
+    artifact_id: str | None = None
+    artifact_version: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def config_problems(self) -> list[str]:
+        problems = []
+        if self.env_state_type or self.env_state_instance_id:
+            problems.append("env_state_type / env_state_instance_id: external env state stores are not "
+                            "supported yet (envs keep their own state); remove them")
+        if self.artifact_version is not None and not self.artifact_id:
+            problems.append("artifact_version: give artifact_id too")
+        return problems
+
+    async def execute(self, ctx: StepContext) -> None:
+        manager = ctx.services.envs
+        if manager is None:
+            raise StepError(f"step {self.id!r}: this runner has no env manager (envs deploy inside the hub)")
+        if self.sandbox_type:
+            ctx.log(f"sandbox_type {self.sandbox_type!r} is ignored: envs run in the hub for now "
+                    "(container envs come with the Podman sandboxes)", level="warning")
+        for record in ctx.state.get("deployed_envs", []):  # a retry of this step replaces its instance
+            if record.get("step_id") == self.id and not record.get("torn_down"):
+                await self._teardown_record(ctx, record)
+        try:
+            record = await manager.deploy(self.env_id, self.env_version, run_id=ctx.run_id,
+                                          gateway_mode=self.gateway_mode, metadata=dict(self.metadata))
+        except AgentenvError as exc:
+            raise StepError(f"step {self.id!r}: could not deploy env {self.env_id!r}: {exc.message}",
+                            hint=exc.hint) from exc
+        created = datetime.now(UTC)
+        record.pop("status", None)
+        record.update(step_id=self.id, expires_at_utc=(created + timedelta(seconds=self.ttl_seconds))
+                      .isoformat().replace("+00:00", "Z"))
+        ctx.state.setdefault("deployed_envs", []).append(record)
+        ctx.emit("env.deployed", {"env_id": self.env_id, "instance_id": record["instance_id"],
+                                  "mcp_url": record["mcp_url"], "gateway_url": record["gateway_url"]})
+        ctx.log(f"deployed env {self.env_id!r} v{record['env_version']} as {record['instance_id']} "
+                f"at {record['mcp_url']}", instance_id=record["instance_id"])
+        if self.artifact_id:
+            await self._load_artifact(ctx, record)
+
+    async def _load_artifact(self, ctx: StepContext, record: dict) -> None:
+        """Load an artifact into the env's data plane (the env-level data/add of every child)."""
+        import base64
+
+        import httpx2
+
+        doc = ctx.artifact(self.artifact_id, self.artifact_version)
+        files = ctx.artifact_files(doc)
+        parts = [{"kind": "file", "file": {"name": rel, "bytes": base64.b64encode(data).decode()}}
+                 for rel, data in files.items()]
+        async with httpx2.AsyncClient(timeout=120) as http:
+            for child in record.get("children") or []:
+                r = await http.post(f"{record['gateway_url']}/svc/mcp-{child['name']}/agentenv",
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "data/add",
+                                          "params": {"parts": parts}})
+                body = r.json() if r.status_code < 500 else {"error": r.text}
+                if "error" in body:
+                    raise StepError(f"step {self.id!r}: loading artifact {self.artifact_id!r} into "
+                                    f"{child['name']!r} failed: {body['error']}")
+
+    async def _teardown_record(self, ctx: StepContext, record: dict) -> None:
+        await ctx.services.envs.teardown(record["instance_id"])
+        record["torn_down"] = True
+        ctx.emit("env.terminated", {"env_id": record.get("env_id"), "instance_id": record["instance_id"]})
+
+    async def teardown(self, ctx: StepContext) -> None:
+        if ctx.services.envs is None:
+            return
+        for record in list(ctx.state.get("deployed_envs", [])):
+            if record.get("step_id") == self.id and not record.get("torn_down"):
+                await self._teardown_record(ctx, record)
+                ctx.log(f"tore down env {record.get('env_id')!r} ({record['instance_id']})")
