@@ -1,5 +1,5 @@
-"""`agentenv env`: store environment records and read them back. (Deploying them, with the
-gateway, comes next: `env deploy|instances|teardown`.)"""
+"""`agentenv env`: store environment records, deploy them behind a gateway in the hub, list and
+tear down instances, and serve one from source with hot reload (`env dev`)."""
 
 from __future__ import annotations
 
