@@ -186,3 +186,18 @@ def teardown(instance_id):
     with session() as s:
         record = s.call("envs.teardown", instance_id)
     click.echo(f"Tore down {record['instance_id']} ({record['env_id']}): {record.get('status')}.")
+
+
+@env_group.command("bind-role")
+@click.argument("instance_id", metavar="INSTANCE")
+@click.argument("role")
+def bind_role(instance_id, role):
+    """Bind ROLE on a running instance to a new bearer token, printed once.
+
+    From then on only requests with `Authorization: Bearer TOKEN` act as ROLE; an `AgentEnv-Role`
+    header alone can no longer claim it. Only a digest of the token is stored.
+    """
+    with session() as s:
+        token = s.call("envs.bind_role", instance_id, role)
+    click.echo(token)
+    click.echo(f"Role {role!r} of {instance_id} now needs: Authorization: Bearer <the token above>", err=True)

@@ -304,6 +304,25 @@ class EnvManager:
         self._save_state(instance_id, gateway)
         return dict(record)
 
+    def bind_role(self, instance_id: str, role: str) -> str:
+        """Bind `role` on a running instance to a new bearer token and return the token.
+
+        From then on a request can act as `role` only with `Authorization: Bearer <token>`; a bare
+        `AgentEnv-Role` header claiming it is refused. Only a digest of the token is saved.
+        """
+        from agentenv_local.gateway.rbac import RbacError
+
+        inst = self._live.get(instance_id)
+        if inst is None or inst.gateway is None:
+            raise DeployError(f"env instance {instance_id!r} is not running in this hub",
+                              hint="see the running ones with `agentenv env instances`")
+        try:
+            token = inst.gateway.access.bind_token(role)
+        except RbacError as exc:
+            raise DeployError(f"cannot bind role {role!r}: {exc}") from exc
+        self._save_state(instance_id, inst.gateway)
+        return token
+
     def _save_state(self, instance_id: str, gateway: Any) -> None:
         try:
             body = {"rbac": gateway.access.to_dict(), "triggers": gateway.engine.to_dict(),

@@ -204,6 +204,7 @@ class Hub:
             "envs.deploy": self._op_envs_deploy,
             "envs.instances": self._op_envs_instances,
             "envs.teardown": self._op_envs_teardown,
+            "envs.bind_role": self._op_envs_bind_role,
         }
 
     def on_loop(self, fn: Callable[[], Any], timeout: float | None = 30) -> Any:
@@ -276,6 +277,9 @@ class Hub:
 
     def _op_envs_instances(self, status: str | None = None, conn_id=None) -> list[dict]:
         return self.envs.instances(status)
+
+    def _op_envs_bind_role(self, instance_id: str, role: str, conn_id=None) -> str:
+        return self.on_loop(lambda: self.envs.bind_role(instance_id, role))
 
     def _op_envs_teardown(self, instance_id: str, conn_id=None) -> dict:
         return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)

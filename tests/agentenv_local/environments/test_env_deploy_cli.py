@@ -111,3 +111,33 @@ def test_rbac_and_triggers_survive_a_hub_restart(tmp_path):
         cli(project, "env", "teardown", record["instance_id"], check=True)
     finally:
         cli(project, "down")
+
+
+def test_bind_role_makes_a_role_need_its_bearer_token(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    cli(project, "up", "--detach", check=True)
+    try:
+        _echo_env(project)
+        out = cli(project, "env", "deploy", "--id", "echo", "--json", check=True, timeout=120).stdout
+        record = json.loads(out[: out.rindex("}") + 1])
+        bound = cli(project, "env", "bind-role", record["instance_id"], "admin", check=True)
+        token = bound.stdout.strip()
+        assert len(token) >= 24 and "Bearer" in bound.stderr
+        step = record["gateway_url"] + "/step"
+        body = {"action": "call_tool", "tool_name": "echo", "arguments": {"text": "hi"}}
+        with httpx2.Client(timeout=30) as http:
+            claimed = http.post(step, json=body, headers={"AgentEnv-Role": "admin"})
+            assert claimed.status_code == 401 and "requires its bearer token" in claimed.text
+            with_token = http.post(step, json=body, headers={"Authorization": f"Bearer {token}"})
+            assert with_token.status_code == 200, with_token.text
+            wrong = http.post(step, json=body, headers={"Authorization": "Bearer not-the-token"})
+            assert wrong.status_code == 401
+            other = http.post(step, json=body, headers={"AgentEnv-Role": "bob"})  # unbound roles unchanged
+            assert other.status_code == 200
+        state_dir = project / ".agentenv"
+        stored = b"".join(p.read_bytes() for p in state_dir.rglob("*") if p.is_file())
+        assert token.encode() not in stored  # only a digest is kept
+        assert cli(project, "env", "bind-role", "envi-000000000000", "admin").returncode == 1
+    finally:
+        cli(project, "down")
