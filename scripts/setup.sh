@@ -28,11 +28,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# The tests also drive our envs with the reference's own client (agentenv-framework-protocol).
-# It pins mcp<2, so it lives in a side venv, never in .venv.
+# The tests also drive our envs and gateway with the reference's own SDK and client
+# (agentenv-framework-protocol, on mcp 1.x), so it lives in a side venv, never in .venv.
 if [ "$want_test" = 1 ] && [ ! -x .venv-ref/bin/python ]; then
   if "$python" -m venv .venv-ref && .venv-ref/bin/python -m pip install --disable-pip-version-check -q \
-      agentenv-framework-protocol; then
+      agentenv-framework-protocol "mcp>=1.25,<2"; then
     :
   else
     echo "warning: could not install the reference's client into .venv-ref; its compatibility tests will be skipped" >&2

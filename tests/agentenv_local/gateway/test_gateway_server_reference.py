@@ -53,23 +53,21 @@ def test_reference_tool_session_drives_our_gateway(echo_url):
 
 
 
-# An env written with the reference's SDK needs mcp 1.x beside it: the reference install (AGENTENV_REF_SERVER_VENV,
-# default /tmp/agentenv-bench-ref) has both, and ships the mail example.
-REF_SERVER_VENV = Path(os.environ.get("AGENTENV_REF_SERVER_VENV") or "/tmp/agentenv-bench-ref")
-REF_MAIL = next(iter(sorted(REF_SERVER_VENV.glob("lib/python3*/site-packages/agent_env/examples/mail-mcp/envs/mail/"
-                                                  "server.py"))), None)
+# An env written with the reference's SDK (our own small fixture, tests/fixtures/reference_sdk_env) runs in
+# the side venv, which scripts/setup.sh --test gives the reference's SDK and mcp 1.x.
+REF_ENV = Path(__file__).resolve().parents[2] / "fixtures" / "reference_sdk_env" / "server.py"
 
 
 def _reference_server_available() -> bool:
-    python = REF_SERVER_VENV / "bin" / "python"
-    return REF_MAIL is not None and python.is_file() and subprocess.run(
-        [str(python), "-c", "import agentenv_protocol, mcp"], check=False, capture_output=True).returncode == 0
+    return REF_PYTHON.is_file() and subprocess.run(
+        [str(REF_PYTHON), "-c", "import agentenv_protocol, mcp, uvicorn"], check=False,
+        capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not _reference_server_available(), reason=f"no reference install at {REF_SERVER_VENV}")
+@pytest.mark.skipif(not _reference_server_available(), reason=f"no reference SDK with mcp 1.x in {REF_VENV}")
 def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
-    """The issue's "done when": the reference's mail env (its own venv, a subprocess) composed with our echo env;
-    driven with an mcp 2.x client and (when its venv exists) the reference's ToolSession."""
+    """The issue's "done when": an env written with the reference's SDK (its own venv, a subprocess) composed with
+    our echo env behind our gateway; driven with an mcp 2.x client and with the reference's ToolSession."""
     import asyncio
     import time
 
@@ -77,19 +75,19 @@ def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
     from mcp import Client
 
     port = free_port()
-    proc = subprocess.Popen([str(REF_SERVER_VENV / "bin" / "python"), str(REF_MAIL)],
+    proc = subprocess.Popen([str(REF_PYTHON), str(REF_ENV)],
                             env={**os.environ, "MCP_HOST": "127.0.0.1", "MCP_PORT": str(port)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        children = [ChildSpec("mail", f"http://127.0.0.1:{port}/mcp"), ChildSpec("echo", load(ECHO))]
+        children = [ChildSpec("helpdesk", f"http://127.0.0.1:{port}/mcp"), ChildSpec("echo", load(ECHO))]
         with gateway_serving("demo", children) as (base, _), http(base) as h:
             card = h.get("/.well-known/agent-env.json").json()
-            assert [c["url"] for c in card["children_environments"]] == ["/svc/mcp-mail/agentenv",
+            assert [c["url"] for c in card["children_environments"]] == ["/svc/mcp-helpdesk/agentenv",
                                                                           "/svc/mcp-echo/agentenv"]
             h.put("/clock/set-time", json={"virtual_time": "2025-03-10T09:00:00Z", "mode": "stepped",
                                            "step_seconds": 3600})
             r = h.post("/triggers/register", json={"watch_roles": ["agent"], "triggers": [
-                {"id": "mirror", "when": {"type": "action", "tool": "search_emails"},
+                {"id": "mirror", "when": {"type": "action", "tool": "search_tickets"},
                  "actions": [{"type": "tool", "tool": "echo", "args": {"text": "${args.query}"}}]},
                 {"id": "late", "when": {"type": "time", "at": "PT2H"},
                  "actions": [{"type": "permission", "action": "disable", "role": "agent", "tools": ["echo"]}]}]})
@@ -102,9 +100,9 @@ def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
                 client = httpx2.AsyncClient(headers={"AgentEnv-Role": "agent"})
                 async with Client(streamable_http_client(base + "/mcp", http_client=client)) as c:
                     tools = [t.name for t in (await c.list_tools()).tools]
-                    assert {"search_emails", "echo", "get_time"} <= set(tools)
-                    found = await c.call_tool("search_emails", {"query": "invoice"})  # 10:00
-                    assert not found.is_error and "INV-1042" in found.content[0].text
+                    assert {"search_tickets", "close_ticket", "echo", "get_time"} <= set(tools)
+                    found = await c.call_tool("search_tickets", {"query": "invoice"})  # 10:00
+                    assert not found.is_error and "T-7" in found.content[0].text
                     now = await c.call_tool("get_time", {})
                     assert now.structured_content["current_time"] == "2025-03-10T10:00:00Z"
                     await c.call_tool("echo", {"text": "x"})  # 11:00: past t0 + 2h
@@ -128,7 +126,7 @@ def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
                                      check=False, capture_output=True, text=True, timeout=120)
                 assert out.returncode == 0, out.stderr
                 seen = json.loads(out.stdout)
-                assert "search_emails" in seen["agent_tools"] and "echo" not in seen["agent_tools"]
+                assert "search_tickets" in seen["agent_tools"] and "echo" not in seen["agent_tools"]
             events = [json.loads(x) for x in h.get("/trajectory").text.splitlines()]
             kinds = {e["event_type"] for e in events}
             assert {"tool_call", "tool_call_result", "trigger_fired", "internal_tool_call"} <= kinds
