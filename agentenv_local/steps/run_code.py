@@ -1,6 +1,8 @@
 """`run_code`: call `run(input)` of a Python script artifact in a separate Python process.
 
-`input` is `{"args": <the step's args>, "results": <metadata.script_results so far>}`. The
+`input` is `{"args": <the step's args>, "results": <metadata.script_results so far>}`, plus
+`"env": {"id", "url", "mcp_url"}` (the deployed env's gateway) when the step names an `env_id`;
+the script then runs on this machine and may call the env's tools over MCP. The
 function may be async. Its return value must be JSON (at most 50 MiB); it is stored in
 `metadata.script_results[result_id]`. The script runs in the sandbox named by `sandbox_name`
 (its files are copied to a scratch folder under /app and the command's working directory is
@@ -89,6 +91,7 @@ main()
 class RunCodeStep(Step):
     type: ClassVar[str] = "run_code"
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ("script_artifact_id",)
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
 
     script_artifact_id: str = Field(min_length=1)
     script_artifact_version: int | None = Field(default=None, ge=1)
@@ -138,8 +141,6 @@ class RunCodeStep(Step):
                         hint=f"set script_file to one of: {', '.join(python or sorted(files))}")
 
     async def execute(self, ctx: "StepContext") -> None:
-        if self.env_id:
-            raise not_yet(ctx, "running code against an env (env_id)", "gateway")
         if self.agent_name:
             raise not_yet(ctx, "running code in an agent's sandbox (agent_name)", "agents")
         doc = ctx.artifact(self.script_artifact_id, self.script_artifact_version)
@@ -149,7 +150,12 @@ class RunCodeStep(Step):
             raise StepError(f"step {self.id!r}: cannot read artifact {self.script_artifact_id!r}: "
                             f"{exc.message}") from exc
         script = self.pick_script(files)
-        payload = json.dumps({"args": self.args, "results": ctx.metadata.get("script_results", {})}).encode()
+        script_input = {"args": self.args, "results": ctx.metadata.get("script_results", {})}
+        if self.env_id:  # the reference's shape: where the env's gateway answers
+            record = ctx.deployed_env(self.env_id)
+            script_input["env"] = {"id": record["env_id"], "url": record["gateway_url"],
+                                   "mcp_url": record["mcp_url"], "instance_id": record.get("instance_id")}
+        payload = json.dumps(script_input).encode()
         where = f"{script} ({doc['id']} v{doc['version']})"
         if self.sandbox_name:
             code, stdout, stderr, timed_out, raw = await self._in_sandbox(ctx, files, script, payload)

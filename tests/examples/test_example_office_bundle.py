@@ -74,11 +74,11 @@ def test_office_bundle_runs_offline_and_cleans_up(cli):
         assert shown.returncode == 0, shown.stderr
         record = json.loads(shown.stdout)
         assert record["status"] == "passed" and record["score"] == 1.0
-        verifications = record["context"]["metadata"]["verifications"]
-        for name, expected in (("agent", AGENT_CRITERIA), ("outcome", OUTCOME_CRITERIA)):
-            rows = verifications[name]["results"]
-            assert {r["id"] for r in rows} == expected, rows
-            assert all(r["result"] for r in rows), rows
+        metadata = record["context"]["metadata"]
+        plan = metadata["script_results"]["agent"]["plan"]  # the scripted agent (run_code with env_id)
+        assert {r["id"] for r in plan} == AGENT_CRITERIA and all(r["result"] for r in plan), plan
+        rows = metadata["verifications"]["outcome"]["results"]
+        assert {r["id"] for r in rows} == OUTCOME_CRITERIA and all(r["result"] for r in rows), rows
         metadata = record["context"]["metadata"]
         assert metadata["awaited_env_triggers"]["triggers_fired"] == {"log_customer_email": "fired",
                                                                      "review_reminder": "fired"}

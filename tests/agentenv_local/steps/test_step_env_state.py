@@ -162,3 +162,31 @@ def test_env_outcome_verifier_failures(office):
     assert step(run, type="env_outcome_verifier", env_id="e", file_artifact_id="f",
                 score_aggregator="median").config_problems() == [
         "score_aggregator: 'median' is not one of all_pass, any_pass, weighted_average"]
+
+
+ACTOR = b'''
+import asyncio
+
+from mcp import Client
+
+
+async def run(input):
+    env = input["env"]
+    async with Client(env["mcp_url"]) as client:
+        found = await client.call_tool("find_account", {"name": input["args"]["account"]})
+    return {"env_id": env["id"], "mcp_url": env["mcp_url"], "found": found.content[0].text}
+'''
+
+
+def test_run_code_gets_the_env_and_calls_its_tools(office):
+    run, base, _ = office
+    rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+    run.put_artifact("actor.py", {"actor.py": ACTOR})
+    account = seed("crm")["accounts"][0]["name"]
+    run.execute(step(run, id="act", type="run_code", env_id="office", script_artifact_id="actor.py",
+                     args={"account": account}))
+    result = run.metadata["script_results"]["act"]
+    assert result["env_id"] == "office" and result["mcp_url"] == base + "/mcp"
+    assert account in result["found"]
+    with pytest.raises(StepError, match="env 'nowhere' is not deployed"):
+        run.execute(step(run, id="lost", type="run_code", env_id="nowhere", script_artifact_id="actor.py"))

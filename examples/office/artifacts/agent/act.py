@@ -1,10 +1,11 @@
 """The office week's scripted "agent": no model, the same MCP calls on every run.
 
-It runs as an `env_outcome_verifier` step (the one step type that is handed the deployed env's MCP
-URL today) and talks to the gateway as the role `agent`, like a deployed agent would. It answers
+It runs as a `run_code` step with `env_id`, so its input carries the deployed env's MCP URL, and
+talks to the gateway as the role `agent`, like a deployed agent would. It answers
 Maria's 3-year pricing email now that Sam approved the 8% discount, marks the Acme deal won, and
 then tries two things the task's RBAC rules forbid (logging a CRM activity itself, purging the
-mailbox). Each returned row says whether one part of the script went as planned.
+mailbox). Each row of its result says whether one part of the plan went as planned; if one did
+not, the step fails and names it.
 """
 
 import json
@@ -29,7 +30,15 @@ def payload(result):
         return text
 
 
-async def verify(mcp_url, run):
+async def run(input):
+    rows = await act(input["env"]["mcp_url"])
+    failed = [r["description"] for r in rows if not r["result"]]
+    if failed:
+        raise RuntimeError("the scripted agent's plan went wrong: " + "; ".join(failed))
+    return {"plan": rows}
+
+
+async def act(mcp_url):
     rows = []
 
     def check(cid, ok, description):
