@@ -247,6 +247,9 @@ class EnvManager:
             specs.append(ChildSpec(child_name, target))
             children_info.append(info)
 
+        if isinstance(env, McpServerEnv) and env.env_provider_type == "server":
+            return await self._deploy_server(inst, doc, env, specs[0].target, children_info[0], name, run_id,
+                                             metadata)
         instance_id = inst.instance_id
         store = self.store
         options: dict[str, Any] = {}
@@ -304,6 +307,31 @@ class EnvManager:
         self._save_state(instance_id, gateway)
         return dict(record)
 
+    async def _deploy_server(self, inst: _Instance, doc: dict, env: McpServerEnv, target: Any, child: dict,
+                             name: str, run_id: str | None, metadata: dict) -> dict:
+        """The `server` topology: one MCP server on its own, no gateway (so no clock, RBAC or
+        triggers); its own card is the env's card."""
+        if isinstance(target, str):  # a subprocess, command or url child: it serves itself
+            mcp_url = target
+            base = target[: -len(env.mcp_path)] if target.endswith(env.mcp_path) else target.rsplit("/", 1)[0]
+        else:  # an in-process Env: serve its own app in the hub
+            base = await self._serve(inst, None, app=target.app())
+            mcp_url = base + "/mcp"
+        card_url = base + "/.well-known/agent-env.json"
+        card = await self._fetch_card(card_url, None)
+        record = {
+            "env_id": doc["id"], "env_version": doc["version"], "env_provider_type": "server",
+            "instance_id": inst.instance_id, "gateway_url": None, "server_url": base, "mcp_url": mcp_url,
+            "mcp_server_name": name, "environment_card": card, "environment_card_url": card_url,
+            "environment_card_read_at_utc": _utc_now(), "created_at_utc": _utc_now(), "run_id": run_id,
+            "children": [child], "gateway_mode": None, "metadata": metadata,
+            "sandbox_id": None, "sandbox_type": None, "status": "running",
+        }
+        inst.record = record
+        self._live[inst.instance_id] = inst
+        self.store.records.save(INSTANCES, inst.instance_id, record)
+        return dict(record)
+
     def bind_role(self, instance_id: str, role: str) -> str:
         """Bind `role` on a running instance to a new bearer token and return the token.
 
@@ -313,9 +341,12 @@ class EnvManager:
         from agentenv_local.gateway.rbac import RbacError
 
         inst = self._live.get(instance_id)
-        if inst is None or inst.gateway is None:
+        if inst is None:
             raise DeployError(f"env instance {instance_id!r} is not running in this hub",
                               hint="see the running ones with `agentenv env instances`")
+        if inst.gateway is None:
+            raise DeployError(f"env instance {instance_id!r} has no gateway (server topology), so no roles",
+                              hint='deploy it with env_provider_type = "gateway" (the default)')
         try:
             token = inst.gateway.access.bind_token(role)
         except RbacError as exc:
@@ -413,13 +444,14 @@ class EnvManager:
                                       f"{self.ready_timeout:g}s; its last output:\n{p.last_output()}")
                 await asyncio.sleep(0.05)
 
-    async def _serve(self, inst: _Instance, gateway: Any) -> str:
+    async def _serve(self, inst: _Instance, gateway: Any, app: Any = None) -> str:
+        """Serve `app` (default: the gateway's) with uvicorn on the hub loop; its base URL."""
         import uvicorn
 
         sock = _free_socket()
         port = sock.getsockname()[1]
-        config = uvicorn.Config(gateway.app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=2,
-                                access_log=False)
+        config = uvicorn.Config(app if app is not None else gateway.app(), log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=2, access_log=False)
         server = uvicorn.Server(config)
         inst.server = server
         inst.serve_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]),
@@ -444,8 +476,9 @@ class EnvManager:
                 return r.json()
         except Exception as e:  # noqa: BLE001
             log.warning("env card %s: %r", card_url, e)
-        with contextlib.suppress(Exception):
-            return await gateway.card()
+        if gateway is not None:
+            with contextlib.suppress(Exception):
+                return await gateway.card()
         return None
 
     # -- teardown -----------------------------------------------------------------------------

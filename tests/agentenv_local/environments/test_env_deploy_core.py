@@ -167,3 +167,28 @@ def test_clashing_multi_env_fails_naming_the_fix(session):
     assert result_text(result) == "prefixed"
     on_hub(session, session.hub.envs.aclose())
     assert session.hub.envs.instances("running") == []
+
+
+@pytest.mark.parametrize("run_as", ["in_process", "subprocess"])
+def test_server_topology_serves_one_server_without_a_gateway(session, run_as):
+    put_env(session.store, "solo", EXAMPLES / "echo", module="server.py:Echo", environment_name="echo",
+            env_provider_type="server", run_as=run_as)
+    envs = session.hub.envs
+    record = on_hub(session, envs.deploy("solo"))
+    assert record["env_provider_type"] == "server" and record["gateway_url"] is None
+    card = record["environment_card"]
+    assert card["name"] == "echo"  # the server's own card, with no gateway extensions or children
+    assert not card.get("children_environments")
+    assert not any("clock" in (e.get("uri") or "") for e in card["capabilities"].get("extensions") or [])
+    _names, result = call_tool(record["mcp_url"], "echo", {"text": "no gateway"})
+    assert result_text(result) == "no gateway"
+    with httpx2.Client(timeout=10) as h:  # no gateway routes
+        assert h.get(record["server_url"] + "/clock/time").status_code == 404
+    with pytest.raises(Exception, match="no gateway"):
+        on_hub(session, _bind(envs, record["instance_id"]))
+    on_hub(session, envs.teardown(record["instance_id"]))
+    assert envs.instance(record["instance_id"])["status"] == "terminated"
+
+
+async def _bind(envs, instance_id):
+    return envs.bind_role(instance_id, "admin")
