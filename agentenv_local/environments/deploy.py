@@ -53,10 +53,10 @@ def _utc_now() -> str:
 
 
 def _free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    # One place makes listening sockets right (IPPROTO_TCP, so accepted connections get TCP_NODELAY).
+    from agentenv_local.env.serve import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
     sock.setblocking(False)
     return sock
 
