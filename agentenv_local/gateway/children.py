@@ -16,12 +16,14 @@ import re
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 60.0
+TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
 REOPEN_TIMEOUT_S = 10.0
 _ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
@@ -62,6 +64,12 @@ def wire(model: Any) -> dict:
     return data
 
 
+def _modern_versions() -> frozenset[str]:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return frozenset(str(v) for v in MODERN_PROTOCOL_VERSIONS)
+
+
 class Child:
     def __init__(self, spec: ChildSpec, *, ready_timeout: float = READY_TIMEOUT_S):
         self.spec = spec
@@ -78,6 +86,11 @@ class Child:
         self._stop: asyncio.Event | None = None
         self._lock = asyncio.Lock()
         self._generation = 0
+        # called (debounced) after the child said notifications/tools/list_changed; the gateway sets it
+        self.on_tools_changed: Callable[[Child], Awaitable[None]] | None = None
+        self.tools_changed_debounce = TOOLS_CHANGED_DEBOUNCE_S
+        self._tools_dirty = False
+        self._tools_task: asyncio.Task | None = None
         if self.env is None:
             target = str(spec.target)
             if target.startswith(("http://", "https://")):
@@ -173,8 +186,45 @@ class Child:
         from mcp import Client
 
         if self.env is not None:
-            return Client(self.env.mcp_server())
-        return Client(self.url, mode="auto")
+            return Client(self.env.mcp_server(), message_handler=self._on_message)
+        return Client(self.url, mode="auto", message_handler=self._on_message)
+
+    # --- tools/list_changed from the child ---------------------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        """The session's message handler: a handshake-era child's ``notifications/tools/list_changed``."""
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/tools/list_changed":
+            self.tools_changed()
+
+    async def _listen(self, client: Any) -> None:
+        """A 2026-revision child: its change notifications come on a ``subscriptions/listen`` stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self.tools_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a child without subscriptions/listen simply never says
+            logger.debug("child %s: no subscriptions/listen stream: %r", self.name, e)
+
+    def tools_changed(self) -> None:
+        """Schedule one re-listing of the child's tools (a burst of notifications is debounced into one)."""
+        self._tools_dirty = True
+        if self._tools_task is None or self._tools_task.done():
+            self._tools_task = asyncio.get_running_loop().create_task(self._refresh_tools(),
+                                                                      name=f"gateway-child-{self.name}-tools")
+
+    async def _refresh_tools(self) -> None:
+        while self._tools_dirty:
+            await asyncio.sleep(self.tools_changed_debounce)
+            self._tools_dirty = False
+            if self.on_tools_changed is None or self.client is None:
+                continue
+            try:
+                await self.on_tools_changed(self)
+            except Exception as e:  # noqa: BLE001 - the previous tool list keeps serving
+                logger.warning("child %s: re-listing its tools after tools/list_changed failed: %r", self.name, e)
 
     async def _open(self, timeout: float | None = None) -> None:
         """Open the session in a task of its own (the client's task groups must be entered and left in one task)."""
@@ -186,7 +236,16 @@ class Child:
             try:
                 async with self._client() as client:
                     opened.set_result(client)
-                    await stop.wait()
+                    listener = None
+                    if str(getattr(client.session, "protocol_version", "")) in _modern_versions():
+                        listener = asyncio.create_task(self._listen(client), name=f"gateway-child-{self.name}-listen")
+                    try:
+                        await stop.wait()
+                    finally:
+                        if listener is not None:
+                            listener.cancel()
+                            with contextlib.suppress(BaseException):
+                                await listener
             except BaseException as e:  # noqa: BLE001 - reported to whoever waits for the session
                 if not opened.done():
                     opened.set_exception(e if isinstance(e, Exception) else ChildError(repr(e)))
@@ -217,7 +276,7 @@ class Child:
                     await runner
 
     async def discover(self) -> list[dict]:
-        listed = await self.client.list_tools()
+        listed = await self.client.list_tools(cache_mode="refresh")
         self.tools = [wire(t) for t in listed.tools]
         return self.tools
 
@@ -246,6 +305,11 @@ class Child:
         return wire(result)
 
     async def aclose(self) -> None:
+        task, self._tools_task = self._tools_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         await self._close_session()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

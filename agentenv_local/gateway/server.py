@@ -187,6 +187,8 @@ class Gateway:
                 elif isinstance(prefix_tools, dict) and spec.name in prefix_tools:
                     spec.prefix = prefix_tools[spec.name]
         self.children: list[Child] = [Child(s, ready_timeout=ready_timeout) for s in specs]
+        for child in self.children:
+            child.on_tools_changed = self._rediscover
         self.clock = clock or VirtualClock()
         self.access = access or ToolAccess()
         self.on_event = on_event
@@ -212,6 +214,7 @@ class Gateway:
         self.engine = (TriggerEngine.from_dict(triggers_state, self.clock, _Actions(self), **options)
                        if triggers_state else TriggerEngine(self.clock, _Actions(self), **options))
         self._mcp_server: Any = None
+        self._notifier: Any = None  # tells the gateway's own MCP sessions tools/list_changed
         self._svc_apps: dict[str, Any] = {}
 
     def _state_changed(self, what: str) -> None:
@@ -307,6 +310,30 @@ class Gateway:
             self._server_tools.append((child.name, served_tools))
         self.access.set_hidden_by_default(hidden)
         self.discovered = True
+
+    async def _rediscover(self, child: Child) -> None:
+        """A child said ``notifications/tools/list_changed``: re-list its tools, re-register every served tool
+        (clash detection and prefixes as at start, the hidden-by-default set refreshed, RBAC rules untouched),
+        record a ``tools_changed`` event and tell the gateway's own MCP sessions."""
+        if not self._started or child.client is None:
+            return
+        before = dict(self._tool_entries)
+        clashes_before = dict(self.clashes)
+        await child.discover()
+        self._register_tools()
+        if self._tool_entries == before and self.clashes == clashes_before:
+            return
+        added = sorted(set(self._tool_entries) - set(before))
+        removed = sorted(set(before) - set(self._tool_entries))
+        changed = sorted(n for n in set(before) & set(self._tool_entries) if before[n] != self._tool_entries[n])
+        event: dict[str, Any] = {"event_type": "tools_changed", "server": child.name, "added": added,
+                                 "removed": removed, "changed": changed}
+        if self.clashes:
+            event["tool_name_clashes"] = self.clashes
+        logger.info("gateway %s: server %s changed its tools (+%s -%s)", self.name, child.name, added, removed)
+        await self._log_event(event)
+        if self._notifier is not None:
+            await self._notifier.notify()
 
     def _served_names(self) -> list[str]:
         names = list(self._routes)
@@ -553,17 +580,18 @@ class Gateway:
     def mcp_server(self) -> Any:
         if self._mcp_server is not None:
             return self._mcp_server
-        from mcp.server.lowlevel import Server
-
         from agentenv_local import __version__
+        from agentenv_local.env._notify import ToolsChangedNotifier
 
         gateway = self
+        notifier = self._notifier = ToolsChangedNotifier()
 
         def _headers(ctx: Any) -> Any:
             request = getattr(ctx, "request", None)
             return getattr(request, "headers", None) if request is not None else None
 
         async def on_list_tools(ctx: Any, params: Any) -> dict:
+            notifier.remember(ctx)
             meta = getattr(params, "meta", None) if params is not None else None
             try:
                 role = gateway.access.resolve(_headers(ctx), meta or {})
@@ -573,6 +601,7 @@ class Gateway:
             return {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
 
         async def on_call_tool(ctx: Any, params: Any) -> dict:
+            notifier.remember(ctx)
             headers = _headers(ctx)
             try:
                 role = gateway.access.resolve(headers, params.meta or {})
@@ -589,8 +618,11 @@ class Gateway:
             await gateway.start()
             yield {}
 
-        self._mcp_server = Server(self.name, version=__version__, lifespan=lifespan, on_list_tools=on_list_tools,
-                                  on_call_tool=on_call_tool)
+        server_class = notifier.server_class()
+        self._mcp_server = server_class(self.name, version=__version__, lifespan=lifespan,
+                                        on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                                        on_subscriptions_listen=notifier.listen_handler())
+        notifier.install(self._mcp_server)
         return self._mcp_server
 
     # --- HTTP ----------------------------------------------------------------------------------------------
