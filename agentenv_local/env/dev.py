@@ -35,7 +35,6 @@ import pathlib
 import sys
 import time
 import traceback
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -129,9 +128,7 @@ class DevServer:
         self._digest = hashlib.sha1(str(self.path).encode()).hexdigest()[:8]
         self._module_names: list[str] = []
         self._inflight: dict[int, int] = {}
-        self._connections: weakref.WeakSet = weakref.WeakSet()
-        self._bus: Any = None
-        self._modern: frozenset = frozenset()
+        self._notifier: Any = None  # _notify.ToolsChangedNotifier, made with the MCP front
         self._server: Any = None
         self._started = False
         self._baseline = set(sys.modules)  # modules the host had before the env: never purged
@@ -302,23 +299,12 @@ class DevServer:
     # --- MCP front ----------------------------------------------------------------------------------------
 
     def _remember(self, ctx: Any) -> None:
-        session = getattr(ctx, "session", None)
-        connection = getattr(session, "_connection", None)
-        if connection is None or getattr(ctx, "protocol_version", None) in self._modern:
-            return  # the 2026 revision gets change notifications through subscriptions/listen instead
-        with contextlib.suppress(TypeError):
-            self._connections.add(connection)
+        if self._notifier is not None:
+            self._notifier.remember(ctx)
 
     async def notify_tools_changed(self) -> None:
-        from mcp.server.subscriptions import ToolsListChanged
-
-        for connection in list(self._connections):
-            try:
-                await connection.send_tool_list_changed()
-            except Exception:  # noqa: BLE001 - a session that went away (Connection.notify swallows most)
-                self._connections.discard(connection)
-        if self._bus is not None:
-            await self._bus.publish(ToolsListChanged())
+        if self._notifier is not None:  # no MCP front yet: nobody to tell
+            await self._notifier.notify()
 
     def _refresh_server_identity(self) -> None:
         if self._server is not None and self.current is not None:
@@ -329,23 +315,12 @@ class DevServer:
         """The front's low-level MCP server: every handler reads the current runtime."""
         if self._server is not None:
             return self._server
-        from mcp.server.lowlevel import NotificationOptions, Server
-        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-        from mcp_types import NotificationParams
-
         from agentenv_local import __version__
 
-        class _FrontServer(Server):
-            def create_initialization_options(self, notification_options: Any = None, *args: Any,
-                                              **kwargs: Any) -> Any:
-                options = notification_options or NotificationOptions(tools_changed=True)
-                return super().create_initialization_options(options, *args, **kwargs)
-
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+        from ._notify import ToolsChangedNotifier
 
         dev = self
-        self._bus = InMemorySubscriptionBus()
-        self._modern = frozenset(MODERN_PROTOCOL_VERSIONS)
+        self._notifier = notifier = ToolsChangedNotifier()
 
         async def on_list_tools(ctx: Any, params: Any) -> dict:
             dev._remember(ctx)
@@ -362,17 +337,15 @@ class DevServer:
             result["resultType"] = "complete"
             return result
 
-        async def on_initialized(ctx: Any, params: Any) -> None:
-            dev._remember(ctx)
-
         def input_schema(name: str) -> dict | None:
             return dev.current.input_schema(name) if dev.current is not None else None
 
         current = self._runtime()
-        server = _FrontServer(current.name, version=__version__, instructions=current.description,
-                              get_tool_input_schema=input_schema, on_list_tools=on_list_tools,
-                              on_call_tool=on_call_tool, on_subscriptions_listen=ListenHandler(self._bus))
-        server.add_notification_handler("notifications/initialized", NotificationParams, on_initialized)
+        server = notifier.server_class()(current.name, version=__version__, instructions=current.description,
+                                         get_tool_input_schema=input_schema, on_list_tools=on_list_tools,
+                                         on_call_tool=on_call_tool,
+                                         on_subscriptions_listen=notifier.listen_handler())
+        notifier.install(server)  # remembers sessions on notifications/initialized
         self._server = server
         return server
 
