@@ -112,8 +112,11 @@ def _print_summary(runs: list[dict]) -> None:
         took = [r.get("duration_s") or 0 for r in runs]
         click.echo(f"\n{passed} of {len(runs)} runs passed (mean {duration(sum(took) / len(took))} per run).")
     torn = sum(len(r.get("context", {}).get("metadata", {}).get("torn_down_sandbox_ids", [])) for r in runs)
-    if torn:
-        click.echo(f"Tore down {torn} sandbox{'es' if torn != 1 else ''}.")
+    envs = sum(1 for r in runs for e in r.get("context", {}).get("deployed_envs", []) if e.get("torn_down"))
+    done = [f"{torn} sandbox{'es' if torn != 1 else ''}" if torn else "",
+            f"{envs} env instance{'s' if envs != 1 else ''}" if envs else ""]
+    if torn or envs:
+        click.echo(f"Tore down {' and '.join(d for d in done if d)}.")
     failed = [r for r in runs if r["status"] != "passed"]
     if failed:
         click.echo(f"See why with: agentenv runs show {failed[0]['run_id']}")
