@@ -10,66 +10,23 @@ the gateway's MCP endpoint and `run` a dict: `{"prompt_id", "response", "prompt_
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import shutil
-import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
 from agentenv_local.errors import AgentenvError, StepError
-from agentenv_local.procs import run_process
 from agentenv_local.tasks.scoring import AGGREGATORS
 from agentenv_local.tasks.step import Step
 
 from . import tail
+from .run_code import run_script_on_host
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
 
-RUNNER_SOURCE = r'''
-import asyncio, importlib.util, inspect, json, os, sys, traceback
+# The script runs through run_code's runner, in its `verify(mcp_url[, run])` call style.
 
-def main():
-    script, input_path, result_path = sys.argv[1:4]
-
-    def finish(payload, code):
-        with open(result_path + ".tmp", "w", encoding="utf-8") as f:
-            f.write(json.dumps(payload, default=str))
-        os.replace(result_path + ".tmp", result_path)
-        sys.stdout.flush(); sys.stderr.flush()
-        os._exit(code)
-
-    try:
-        with open(input_path, encoding="utf-8") as f:
-            data = json.load(f)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-        spec = importlib.util.spec_from_file_location("agentenv_env_verifier", script)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        fn = getattr(module, "verify", None)
-        if not callable(fn):
-            finish({"ok": False, "error": f"{os.path.basename(script)} defines no function 'verify'"}, 2)
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        star = any(p.kind == p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())
-        args = [data["mcp_url"], data["run"]] if (len(params) >= 2 or star) else [data["mcp_url"]]
-        value = fn(*args)
-        if inspect.isawaitable(value):
-            async def wait(awaitable):
-                return await awaitable
-            value = asyncio.run(wait(value))
-        finish({"ok": True, "result": value}, 0)
-    except BaseException as exc:
-        finish({"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}, 1)
-
-main()
-'''
 
 
 class EnvOutcomeVerifierStep(Step):
@@ -132,37 +89,22 @@ class EnvOutcomeVerifierStep(Step):
         script = self._pick(files)
         where = f"{script} ({doc['id']} v{doc['version']})"
         payload = {"mcp_url": mcp_url, "run": self._run_input(ctx, record)}
-        folder = Path(tempfile.mkdtemp(prefix="agentenv-env-verifier-"))
-        try:
-            for rel, data in files.items():
-                target = (folder / rel).resolve()
-                if not str(target).startswith(str(folder.resolve()) + os.sep):
-                    raise StepError(f"step {self.id!r}: artifact file {rel!r} would land outside the work folder")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            (folder / "_agentenv_verify_runner.py").write_text(RUNNER_SOURCE)
-            (folder / "_agentenv_input.json").write_text(json.dumps(payload, default=str))
-            result_file = folder / "_agentenv_result.json"
-            done = await run_process([sys.executable, str(folder / "_agentenv_verify_runner.py"), str(folder / script),
-                                      str(folder / "_agentenv_input.json"), str(result_file)],
-                                     cwd=folder, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-                                     timeout=self.timeout_seconds)
-            raw = result_file.read_bytes() if result_file.is_file() else None
-        finally:
-            await asyncio.to_thread(shutil.rmtree, folder, True)
-        if done.stdout.strip():
-            ctx.log(f"{script} printed: {tail(done.stdout, 2000)}")
-        if done.timed_out:
+        code, stdout, stderr, timed_out, raw = await run_script_on_host(
+            self.id, files, script, "verify", json.dumps(payload, default=str).encode(), self.timeout_seconds,
+            style="verify")
+        if stdout.strip():
+            ctx.log(f"{script} printed: {tail(stdout, 2000)}")
+        if timed_out:
             raise StepError(f"step {self.id!r}: verifier {where} did not finish within {self.timeout_seconds:g}s")
         if raw is None:
-            raise StepError(f"step {self.id!r}: verifier {where} exited with code {done.exit_code} without a result"
-                            + (f": {tail(done.stderr, 1500)}" if done.stderr.strip() else ""))
+            raise StepError(f"step {self.id!r}: verifier {where} exited with code {code} without a result"
+                            + (f": {tail(stderr, 1500)}" if stderr.strip() else ""))
         try:
             outcome = json.loads(raw)
         except ValueError as exc:
             raise StepError(f"step {self.id!r}: verifier {where} left an unreadable result: {exc}") from exc
         if not outcome.get("ok"):
-            trace = outcome.get("traceback") or done.stderr
+            trace = outcome.get("traceback") or stderr
             raise StepError(f"step {self.id!r}: verifier {where} verify() failed: {outcome.get('error')}"
                             + (f"\n{tail(trace, 2000)}" if trace and trace.strip() else ""))
         rows = self._rows(outcome.get("result"), where)

@@ -47,6 +47,7 @@ import asyncio, importlib.util, inspect, json, os, sys, traceback
 
 def main():
     script, entrypoint, input_path, result_path, max_bytes = sys.argv[1:6]
+    style = sys.argv[6] if len(sys.argv) > 6 else "input"  # "verify": env_outcome_verifier's signature
 
     def finish(payload, code):
         with open(result_path + ".tmp", "w", encoding="utf-8") as f:
@@ -68,7 +69,13 @@ def main():
         fn = getattr(module, entrypoint, None)
         if not callable(fn):
             finish({"ok": False, "error": f"{name} defines no function {entrypoint!r}"}, 2)
-        value = fn(data)
+        if style == "verify":  # verify(mcp_url[, run])
+            sig = inspect.signature(fn).parameters.values()
+            positional = [p for p in sig if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            star = any(p.kind == p.VAR_POSITIONAL for p in sig)
+            value = fn(*([data["mcp_url"], data["run"]] if (len(positional) >= 2 or star) else [data["mcp_url"]]))
+        else:
+            value = fn(data)
         if inspect.isawaitable(value):
             async def wait(awaitable):
                 return await awaitable
@@ -190,25 +197,7 @@ class RunCodeStep(Step):
                 join(folder, "_agentenv_input.json"), join(folder, "_agentenv_result.json"), str(MAX_RESULT_BYTES)]
 
     async def _on_host(self, files: dict[str, bytes], script: str, payload: bytes):
-        folder = Path(tempfile.mkdtemp(prefix="agentenv-run-code-"))
-        try:
-            for rel, data in files.items():
-                target = (folder / rel).resolve()
-                if not str(target).startswith(str(folder.resolve()) + os.sep):
-                    raise StepError(f"step {self.id!r}: artifact file {rel!r} would land outside the work folder")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            (folder / "_agentenv_runner.py").write_text(RUNNER_SOURCE)
-            (folder / "_agentenv_input.json").write_bytes(payload)
-            env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-            done = await run_process(self._argv(sys.executable, str(folder), script), cwd=folder, env=env,
-                                     timeout=self.timeout_seconds)
-            code, out, err, timed_out = done.exit_code, done.stdout, done.stderr, done.timed_out
-            result_file = folder / "_agentenv_result.json"
-            raw = result_file.read_bytes() if result_file.is_file() else None
-            return code, out, err, timed_out, raw
-        finally:
-            await asyncio.to_thread(shutil.rmtree, folder, True)
+        return await run_script_on_host(self.id, files, script, self.entrypoint, payload, self.timeout_seconds)
 
     async def _in_sandbox(self, ctx: "StepContext", files: dict[str, bytes], script: str, payload: bytes):
         sandbox = await ctx.sandbox(self.sandbox_name)
@@ -233,3 +222,31 @@ class RunCodeStep(Step):
         finally:
             with contextlib.suppress(Exception):
                 await sandbox.exec(["rm", "-rf", folder], timeout=30)
+
+
+async def run_script_on_host(step_id: str, files: dict[str, bytes], script: str, entrypoint: str, payload: bytes,
+                             timeout: float, style: str = "input"):
+    """Write `files` to a temporary folder and call `entrypoint` of `script` there through the runner.
+
+    Returns (exit code, stdout, stderr, timed out, the result file's bytes or None). `style` "verify"
+    calls `entrypoint(mcp_url[, run])` from the payload instead of `entrypoint(payload)`.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="agentenv-run-code-"))
+    try:
+        for rel, data in files.items():
+            target = (folder / rel).resolve()
+            if not str(target).startswith(str(folder.resolve()) + os.sep):
+                raise StepError(f"step {step_id!r}: artifact file {rel!r} would land outside the work folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        (folder / "_agentenv_runner.py").write_text(RUNNER_SOURCE)
+        (folder / "_agentenv_input.json").write_bytes(payload)
+        result_file = folder / "_agentenv_result.json"
+        argv = [sys.executable, str(folder / "_agentenv_runner.py"), str(folder / script), entrypoint,
+                str(folder / "_agentenv_input.json"), str(result_file), str(MAX_RESULT_BYTES), style]
+        done = await run_process(argv, cwd=folder, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+                                 timeout=timeout)
+        raw = result_file.read_bytes() if result_file.is_file() else None
+        return done.exit_code, done.stdout, done.stderr, done.timed_out, raw
+    finally:
+        await asyncio.to_thread(shutil.rmtree, folder, True)
