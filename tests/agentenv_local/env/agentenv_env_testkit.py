@@ -29,17 +29,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(env, **app_options):
-    """Serve `env.app()` with uvicorn in a thread on a free 127.0.0.1 port; yields the base URL."""
+def serving_app(app):
+    """Serve an ASGI app with uvicorn in a thread on a free 127.0.0.1 port; yields the base URL."""
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(env.app(**app_options), host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the test server did not start")
@@ -48,7 +46,14 @@ def serving(env, **app_options):
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=15)
+
+
+@contextlib.contextmanager
+def serving(env, **app_options):
+    """Serve `env.app()` with uvicorn in a thread on a free 127.0.0.1 port; yields the base URL."""
+    with serving_app(env.app(**app_options)) as base:
+        yield base
 
 
 ANNOUNCE = re.compile(r"serving on (http://\S+)")
@@ -56,17 +61,20 @@ ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
 @contextlib.contextmanager
 def env_subprocess(target: str | Path, *args: str, env_vars: dict | None = None):
-    """`python -m agentenv_local.env TARGET --port 0 ...` as a subprocess; yields (base URL, process)."""
+    """`python -m agentenv_local.env TARGET --port 0 ...` as a subprocess; yields (base URL, process).
+
+    Its stderr is drained after the address line, so a chatty server never blocks on a full pipe.
+    """
     environ = {**os.environ, **(env_vars or {})}
     proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ, cwd=ROOT)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environ, cwd=ROOT)
     try:
         line = proc.stderr.readline()
         match = ANNOUNCE.search(line)
         if not match:
             proc.kill()
-            rest = proc.stderr.read()
-            raise RuntimeError(f"the env did not announce its address: {line}{rest}")
+            raise RuntimeError(f"the env did not announce its address: {line}{proc.stderr.read()}")
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
         yield match.group(1), proc
     finally:
         if proc.poll() is None:
@@ -76,9 +84,77 @@ def env_subprocess(target: str | Path, *args: str, env_vars: dict | None = None)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+
+
+# An env file the hot-reload tests rewrite under a running `agentenv env dev`: V2 adds `shout`.
+DEV_V1 = '''
+from agentenv_local.env import Env, environment_card, tool
+
+
+@environment_card(name="devecho", description="version one")
+class DevEcho(Env):
+    @tool()
+    def echo(self, text: str) -> str:
+        "Say it back."
+        return text
+'''
+
+DEV_V2 = DEV_V1.replace("version one", "version two") + '''
+    @tool()
+    def shout(self, text: str) -> str:
+        "Say it back, loudly."
+        return text.upper()
+'''
+
+
+class DevProcess:
+    """`agentenv env dev FILE ARGS...` with its stderr collected on a thread."""
+
+    def __init__(self, target: Path, *args: str) -> None:
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentenv_local.cli.main", "env", "dev", str(target), *args],
+            stdin=subprocess.PIPE if "--stdio" in args else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if "--stdio" in args else subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            with self._lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def output(self) -> str:
+        with self._lock:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, *, after: int = 0, timeout: float = 15.0) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                text = "\n".join(self.lines[after:])
+            match = re.search(pattern, text)
+            if match:
+                return match
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no {pattern!r} in the dev server's output:\n{self.output()}")
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 # The echo example's card, exactly as served.

@@ -5,38 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx2
 import pytest
+from agentenv_env_testkit import DEV_V1, DEV_V2, DevProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 ANNOUNCE = re.compile(r"serving (\S+) on (http://\S+)")
 
-V1 = '''
-from agentenv_local.env import Env, environment_card, tool
-
-
-@environment_card(name="devecho", description="version one")
-class DevEcho(Env):
-    @tool()
-    def echo(self, text: str) -> str:
-        "Say it back."
-        return text
-'''
-
-V2 = V1.replace("version one", "version two") + '''
-    @tool()
-    def shout(self, text: str) -> str:
-        "Say it back, loudly."
-        return text.upper()
-'''
+V1, V2 = DEV_V1, DEV_V2
 
 BROKEN = V2 + '''
     @tool()
@@ -50,56 +32,6 @@ V3 = V2 + '''
         "Say it back, quietly."
         return text.lower()
 '''
-
-
-class DevProcess:
-    """`agentenv env dev FILE --port 0` with its stderr collected on a thread."""
-
-    def __init__(self, target: Path, *args: str) -> None:
-        self.lines: list[str] = []
-        self._lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentenv_local.cli.main", "env", "dev", str(target), *args],
-            stdin=subprocess.PIPE if "--stdio" in args else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if "--stdio" in args else subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            with self._lock:
-                self.lines.append(line.rstrip("\n"))
-
-    def output(self) -> str:
-        with self._lock:
-            return "\n".join(self.lines)
-
-    def wait_for(self, pattern: str, *, after: int = 0, timeout: float = 15.0) -> re.Match:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                text = "\n".join(self.lines[after:])
-            match = re.search(pattern, text)
-            if match:
-                return match
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no {pattern!r} in the dev server's output:\n{self.output()}")
-
-    def mark(self) -> int:
-        with self._lock:
-            return len(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def _write(path: Path, text: str) -> None:

@@ -4,76 +4,31 @@ port in a thread, env subprocesses, mcp 2.x clients over HTTP."""
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
-NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"
-ANNOUNCE = re.compile(r"serving on (http://\S+)")
+# The transports (uvicorn on a free port, env subprocesses, `agentenv env dev`) are the env tests' kit.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
+from agentenv_env_testkit import (  # noqa: E402
+    DEV_V1,
+    DEV_V2,
+    ECHO,
+    NOTES,
+    ROOT,
+    DevProcess,
+    env_subprocess,
+    free_port,
+    serving_app,
+)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["DEV_V1", "DEV_V2", "ECHO", "NOTES", "ROOT", "DevProcess", "env_subprocess", "free_port", "serving_app",
+           "gateway_serving", "http", "load"]
 
 
 def load(path):
     from agentenv_local.env import load_env
 
     return load_env(path)
-
-
-@contextlib.contextmanager
-def serving_app(app):
-    """Serve an ASGI app with uvicorn in a thread on a free 127.0.0.1 port; yields the base URL."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-
-
-@contextlib.contextmanager
-def env_subprocess(target, *args: str):
-    """`python -m agentenv_local.env TARGET --port 0`; yields (base URL, process)."""
-    proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(os.environ))
-    try:
-        line = proc.stderr.readline()
-        match = ANNOUNCE.search(line)
-        if not match:
-            proc.kill()
-            raise RuntimeError(f"the env did not announce its address: {line}{proc.stderr.read()}")
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        yield match.group(1), proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 @contextlib.contextmanager

@@ -6,37 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from gateway_testkit import gateway_serving, http
+from gateway_testkit import DEV_V1, DEV_V2, DevProcess, gateway_serving, http
 
 ROOT = Path(__file__).resolve().parents[3]
 
-V1 = '''
-from agentenv_local.env import Env, environment_card, tool
-
-
-@environment_card(name="devecho", description="version one")
-class DevEcho(Env):
-    @tool()
-    def echo(self, text: str) -> str:
-        "Say it back."
-        return text
-'''
-
-V2 = V1.replace("version one", "version two") + '''
-    @tool()
-    def shout(self, text: str) -> str:
-        "Say it back, loudly."
-        return text.upper()
-'''
+V1, V2 = DEV_V1, DEV_V2
 
 V3 = V2.replace('''
     @tool()
@@ -46,60 +24,11 @@ V3 = V2.replace('''
 ''', "")
 
 
-class DevProcess:
-    """`agentenv env dev FILE --port 0` with its stderr collected on a thread."""
-
-    def __init__(self, target: Path) -> None:
-        self.lines: list[str] = []
-        self._lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentenv_local.cli.main", "env", "dev", str(target), "--port", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            with self._lock:
-                self.lines.append(line.rstrip("\n"))
-
-    def output(self) -> str:
-        with self._lock:
-            return "\n".join(self.lines)
-
-    def mark(self) -> int:
-        with self._lock:
-            return len(self.lines)
-
-    def wait_for(self, pattern: str, *, after: int = 0, timeout: float = 15.0) -> re.Match:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                text = "\n".join(self.lines[after:])
-            match = re.search(pattern, text)
-            if match:
-                return match
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no {pattern!r} in the dev server's output:\n{self.output()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture()
 def dev_env(tmp_path):
     path = tmp_path / "server.py"
     path.write_text(V1)
-    dev = DevProcess(path)
+    dev = DevProcess(path, "--port", "0")
     try:
         base = dev.wait_for(r"serving \S+ on (http://\S+)").group(1)
         yield path, dev, base
