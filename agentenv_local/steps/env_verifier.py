@@ -20,7 +20,7 @@ from agentenv_local.tasks.scoring import AGGREGATORS
 from agentenv_local.tasks.step import Step
 
 from . import tail
-from .run_code import run_script_on_host
+from .run_code import pick_script, run_script_on_host
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
@@ -65,18 +65,7 @@ class EnvOutcomeVerifierStep(Step):
                 "env": {"id": self.env_id, "gateway_url": record.get("gateway_url"), "mcp_url": record.get("mcp_url")}}
 
     def _pick(self, files: dict[str, bytes]) -> str:
-        if self.script_file:
-            if self.script_file not in files:
-                raise StepError(f"step {self.id!r}: artifact {self.file_artifact_id!r} has no file "
-                                f"{self.script_file!r}", hint=f"its files: {', '.join(sorted(files))}")
-            return self.script_file
-        python = sorted(f for f in files if f.endswith(".py"))
-        if len(python) == 1:
-            return python[0]
-        if len(files) == 1:
-            return next(iter(files))
-        raise StepError(f"step {self.id!r}: artifact {self.file_artifact_id!r} holds {len(python)} Python files; "
-                        "say which one verifies", hint=f"set script_file to one of: {', '.join(python)}")
+        return pick_script(self.id, self.file_artifact_id, files, self.script_file, "verify with")
 
     async def execute(self, ctx: StepContext) -> None:
         record = ctx.deployed_env(self.env_id)

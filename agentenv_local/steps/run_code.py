@@ -131,21 +131,7 @@ class RunCodeStep(Step):
         return problems
 
     def pick_script(self, files: dict[str, bytes]) -> str:
-        if self.script_file:
-            if self.script_file not in files:
-                raise StepError(f"step {self.id!r}: artifact {self.script_artifact_id!r} has no file "
-                                f"{self.script_file!r}", hint=f"its files: {', '.join(sorted(files))}")
-            return self.script_file
-        python = sorted(f for f in files if f.endswith(".py"))
-        if len(python) == 1:
-            return python[0]
-        if "main.py" in files:
-            return "main.py"
-        if len(files) == 1:
-            return next(iter(files))
-        raise StepError(f"step {self.id!r}: artifact {self.script_artifact_id!r} has {len(python)} Python files "
-                        "and no main.py; say which one to run",
-                        hint=f"set script_file to one of: {', '.join(python or sorted(files))}")
+        return pick_script(self.id, self.script_artifact_id, files, self.script_file, "run", fallback="main.py")
 
     async def execute(self, ctx: "StepContext") -> None:
         if self.agent_name:
@@ -250,3 +236,24 @@ async def run_script_on_host(step_id: str, files: dict[str, bytes], script: str,
         return done.exit_code, done.stdout, done.stderr, done.timed_out, raw
     finally:
         await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def pick_script(step_id: str, artifact_id: str, files: dict[str, bytes], script_file: str | None, purpose: str,
+                fallback: str | None = None) -> str:
+    """Which file of a script artifact to run: `script_file` if given, else its only .py file, else
+    `fallback` (when present), else its only file."""
+    if script_file:
+        if script_file not in files:
+            raise StepError(f"step {step_id!r}: artifact {artifact_id!r} has no file {script_file!r}",
+                            hint=f"its files: {', '.join(sorted(files))}")
+        return script_file
+    python = sorted(f for f in files if f.endswith(".py"))
+    if len(python) == 1:
+        return python[0]
+    if fallback and fallback in files:
+        return fallback
+    if len(files) == 1:
+        return next(iter(files))
+    raise StepError(f"step {step_id!r}: artifact {artifact_id!r} has {len(python)} Python files"
+                    + (f" and no {fallback}" if fallback else "") + f"; say which one to {purpose}",
+                    hint=f"set script_file to one of: {', '.join(python or sorted(files))}")

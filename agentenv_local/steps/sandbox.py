@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from agentenv_local.errors import AgentenvError, StepError
-from agentenv_local.tasks.step import Step
 from agentenv_local.sandbox_api import NetworkPolicy, SandboxSpec
+from agentenv_local.tasks.step import Step
 
 from . import live_sandbox_records
 

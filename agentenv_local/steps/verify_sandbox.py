@@ -21,7 +21,15 @@ from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.scoring import ScoreAggregator
 from agentenv_local.tasks.step import Step
 
-from . import criteria_shape_problems, join_path, not_yet, regex_problem, resolve_sandbox_name, string_list, tail
+from . import (
+    criteria_shape_problems,
+    join_path,
+    not_yet,
+    regex_problem,
+    resolve_sandbox_name,
+    string_list,
+    tail,
+)
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
