@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from agentenv_local.cli.main import cli
@@ -16,12 +15,6 @@ from agentenv_local.cli.main import cli
 PLANTED = "sk-PLANTED-cli-9d8e7f"
 AGENTENV = Path(sys.executable).parent / "agentenv"
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for var in list(os.environ):
-        if var.startswith("AGENTENV_"):
-            monkeypatch.delenv(var)
 
 
 def write_config(root: Path, text: str) -> Path:

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from agentenv_local.config import Config, ConfigError, load_config
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for var in list(os.environ):
-        if var.startswith("AGENTENV_"):
-            monkeypatch.delenv(var)
 
 
 def write_config(root: Path, text: str) -> Path:

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from agentenv_local.config import (ConfigError, is_secret_key, load_config, mask_known_secrets, mask_url_userinfo,
-                                   mask_value, parse_ref)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for var in list(os.environ):
-        if var.startswith("AGENTENV_"):
-            monkeypatch.delenv(var)
+from agentenv_local.config import (
+    ConfigError,
+    is_secret_key,
+    load_config,
+    mask_known_secrets,
+    mask_url_userinfo,
+    mask_value,
+    parse_ref,
+)
 
 
 def write_config(root: Path, text: str) -> Path:
@@ -203,7 +202,7 @@ def test_mask_helpers():
 
 def test_show_and_explain_mask_secrets(tmp_path, monkeypatch):
     planted = "sk-PLANTED-4f9a1c"
-    write_config(tmp_path, f"""
+    write_config(tmp_path, """
 [model]
 api_key = "secret:OPENAI_KEY"
 base_url = "https://bob:hunter2xyz@llm.example/v1"
