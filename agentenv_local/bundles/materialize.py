@@ -52,6 +52,7 @@ def _plan(store, collection: str, entity_id: str, digest: str) -> tuple[int, str
 
 def preflight(store, bundle: Bundle) -> None:
     from agentenv_local.tasks.model import step_types
+    from agentenv_local.tasks.step import artifact_refs
 
     types = step_types()
     bundle_ids = {a.id for a in bundle.artifacts.values()}
@@ -64,9 +65,7 @@ def preflight(store, bundle: Bundle) -> None:
     for task in bundle.tasks.values():
         for raw in task.steps:
             cls = types.get(raw.get("type"))
-            refs = [(f, raw.get(f)) for f in getattr(cls, "artifact_ref_fields", ()) if isinstance(raw.get(f), str)]
-            refs += [("artifacts", a.get("id") if isinstance(a, dict) else a) for a in raw.get("artifacts") or []]
-            for field_name, ref in refs:
+            for field_name, ref in artifact_refs(raw, cls):
                 if not ref or ref in bundle_ids or "<" in ref:  # seed placeholders resolve per run
                     continue
                 if store.documents.find("artifacts", ref) is None:

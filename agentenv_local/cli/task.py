@@ -42,12 +42,12 @@ def _check_artifacts(s, parsed, where: str) -> None:
     from agentenv_local.errors import ValidationError
 
     problems = []
+    from agentenv_local.tasks.step import artifact_refs
+
     for step in parsed.steps:
-        refs = [(f, getattr(step, f, None)) for f in step.artifact_ref_fields]
-        refs += [("artifacts", a.get("id") if isinstance(a, dict) else a)
-                 for a in (getattr(step, "artifacts", None) or [])]
-        for field_name, ref in refs:
-            if isinstance(ref, str) and "<" not in ref and s.store.documents.find("artifacts", ref) is None:
+        # On the step's JSON: parsed `artifacts` entries are models, and a check on them would skip every one.
+        for field_name, ref in artifact_refs(step.to_json(), type(step)):
+            if "<" not in ref and s.store.documents.find("artifacts", ref) is None:
                 problems.append(f"step {step.id!r}: field {field_name!r}: artifact {ref!r} is not in the store")
     if problems:
         raise ValidationError(f"{where}: {len(problems)} problem(s); nothing was written", problems=problems,

@@ -66,3 +66,14 @@ class Step(BaseModel):
     def to_json(self) -> dict:
         data = self.model_dump(mode="json", exclude_none=True, by_alias=False)
         return {"id": data.pop("id"), "type": self.type, **data}
+
+
+def artifact_refs(raw: dict, cls: type[Step] | None) -> list[tuple[str, str]]:
+    """(field, artifact id) for every artifact a step's JSON names: its `artifact_ref_fields`, and
+    the entries of an `artifacts` list (`"id"` or `{"id": ...}`)."""
+    refs = [(f, raw[f]) for f in getattr(cls, "artifact_ref_fields", ()) if isinstance(raw.get(f), str)]
+    for entry in raw.get("artifacts") or []:
+        ref = entry.get("id") if isinstance(entry, dict) else entry
+        if isinstance(ref, str):
+            refs.append(("artifacts", ref))
+    return refs

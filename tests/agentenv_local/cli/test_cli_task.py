@@ -95,3 +95,16 @@ def test_missing_task_ids(project):
         proc = project.cli("task", *args, code=1)
         assert "nope not found" in proc.stderr and "task list" in proc.stderr
     assert project.stored()["runs"] == 0
+
+
+def test_a_missing_artifact_in_an_artifacts_list_is_refused(project, steps_factory):
+    steps = steps_factory()
+    load = next(s for s in steps if s["type"] == "load_artifact")
+    load.pop("artifact_id")
+    load["artifacts"] = [{"id": "nope"}, "nope-either"]
+    project.write_json("t.json", steps)
+    for args in (("task", "create", "t.json", "--id", "t"), ("task", "validate", "t.json")):
+        proc = project.cli(*args, code=1)
+        assert "field 'artifacts': artifact 'nope' is not in the store" in proc.stderr
+        assert "artifact 'nope-either' is not in the store" in proc.stderr
+    assert project.stored()["documents"] == set()
