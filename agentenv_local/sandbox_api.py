@@ -48,6 +48,7 @@ class ExecResult:
     stderr: str
     timed_out: bool = False
     duration_s: float = 0.0
+    killed_reason: str | None = None  # e.g. the sandbox's memory limit killed the command
 
     @property
     def ok(self) -> bool:
@@ -55,7 +56,8 @@ class ExecResult:
 
     def to_dict(self) -> dict:
         return {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
-                "timed_out": self.timed_out, "duration_s": round(self.duration_s, 4)}
+                "timed_out": self.timed_out, "duration_s": round(self.duration_s, 4),
+                **({"killed_reason": self.killed_reason} if self.killed_reason else {})}
 
 
 class Sandbox(abc.ABC):

@@ -61,8 +61,9 @@ class SandboxSettings(_Section):
     """Where envs and agents run."""
 
     default: str = Field(
-        "process", min_length=1,
-        description="The sandbox provider to use, or a comma-separated fallback chain (`podman,process`).")
+        "auto", min_length=1,
+        description="The sandbox provider to use, or a comma-separated fallback chain (`podman,process`); "
+                    "`auto` is podman where Podman answers, else process (with a one-line notice).")
     providers: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="`[sandbox.providers.<name>]`: free-form settings handed to that provider.")

@@ -4,6 +4,7 @@ serves the control API on a unix socket (one thread per client connection)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -344,6 +345,8 @@ class Hub:
         while self._inflight and time.monotonic() < deadline:
             time.sleep(0.01)
         self.envs.close()  # deployed env instances: their gateways and servers stop with the hub
+        with contextlib.suppress(Exception):  # warm pools, a Podman service we started
+            asyncio.run_coroutine_threadsafe(self.services.aclose(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=5)
         self.store.close()

@@ -65,7 +65,12 @@ class StepContext:
     # -- sandboxes --------------------------------------------------------------------
     def default_sandbox_type(self) -> str:
         """The provider for steps that name none: the run's --sandbox, else [sandbox] default."""
-        return self.services.default_sandbox_type(self.metadata.get("user_overrides", {}).get("sandbox"))
+        name = self.services.default_sandbox_type(self.metadata.get("user_overrides", {}).get("sandbox"))
+        notice = self.services.sandbox_notice
+        if notice and not self.metadata.get("sandbox_notice_shown"):
+            self.metadata["sandbox_notice_shown"] = True
+            self.log(notice, level="warning")
+        return name
 
     def sandbox_provider(self, name: str | None = None) -> "SandboxProvider":
         return self.services.sandbox_provider(name)

@@ -19,15 +19,47 @@ class RunServices:
     envs: Any = None  # environments.deploy.EnvManager: the hub's deployed env instances
     _providers: dict[str, Any] = field(default_factory=dict)
     _review_waiters: dict[str, asyncio.Event] = field(default_factory=dict)
+    _probed: dict[str, str | None] = field(default_factory=dict)
+    # Why a provider earlier in the chain was passed over (shown once per run).
+    sandbox_notice: str | None = None
+
+    def _unusable(self, name: str, cls: Any) -> str | None:
+        """Why provider `name` cannot be used here (asked once per hub), or None."""
+        if getattr(cls, "unusable_reason", None) is None:
+            return None
+        if name not in self._probed:
+            # The provider itself answers (and keeps what it started, such as a service, for the run).
+            self._probed[name] = self.sandbox_provider(name).unusable_reason()
+        return self._probed[name]
 
     def default_sandbox_type(self, preference: str | None = None) -> str:
-        """The first provider of a fallback chain ("podman,process") that is installed."""
-        chain = [n.strip() for n in str(preference or self.config.get("sandbox.default") or "process").split(",")]
+        """The first provider of a fallback chain ("podman,process") that is installed and answers;
+        "auto" is "podman,process"."""
+        wanted = str(preference or self.config.get("sandbox.default") or "auto")
+        chain = [n.strip() for n in wanted.replace("auto", "podman,process").split(",")]
         chain = [n for n in chain if n]
-        for name in chain:
-            if registry().get("sandbox_providers", name) is not None:
+        skipped = []
+        for i, name in enumerate(chain):
+            cls = registry().get("sandbox_providers", name)
+            if cls is None:
+                continue
+            reason = self._unusable(name, cls) if i < len(chain) - 1 else None
+            if reason is None:
+                if skipped:
+                    self.sandbox_notice = f"using the {name} sandbox provider: " + "; ".join(skipped)
                 return name
-        return chain[0] if chain else "process"  # unknown: sandbox_provider() explains what exists
+            skipped.append(f"{name} is not usable here ({reason.splitlines()[0]})")
+        return chain[-1] if chain else "process"  # unknown: sandbox_provider() explains what exists
+
+    async def aclose(self) -> None:
+        """With the hub: let providers free what they hold (a warm pool, a service they started)."""
+        for provider in self._providers.values():
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception:  # closing is best effort; the next prune finds leftovers
+                    pass
 
     def sandbox_provider(self, name: str | None = None):
         name = name or self.default_sandbox_type()

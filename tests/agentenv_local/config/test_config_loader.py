@@ -30,7 +30,7 @@ def test_no_file_gives_every_default(tmp_path):
     assert cfg.get("store.flush_interval_ms") == 200
     assert cfg.get("hub.start_timeout_s") == 5.0
     assert cfg.get("hub.linger_s") == 0.0
-    assert cfg.get("sandbox.default") == "process"
+    assert cfg.get("sandbox.default") == "auto"
     assert cfg.get("secrets.file") == "secrets.toml"
     assert cfg.get("secrets.use_env") is True
     assert cfg.get("model.base_url") is None

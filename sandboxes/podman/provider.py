@@ -1,0 +1,586 @@
+"""The `podman` sandbox provider: each sandbox is a hardened container on the local Podman.
+
+Isolation defaults (all settable per step or in `[sandbox.providers.podman]`):
+- network `none` (no interface but its own loopback) unless the step exposes ports or sets
+  network_policy `allow_all`; an `allowlist` is refused, since plain Podman cannot enforce one;
+- read-only root filesystem with tmpfs on /tmp and /run, and `/app` a writable folder bind-mounted
+  from `<state_dir>/sandboxes/podman/<id>/app` (so files move in and out without a copy into the
+  container);
+- every capability dropped, no-new-privileges, an init process, cpu / memory / pids limits.
+
+A `vm`-mode sandbox runs our exec agent as its main process, listening on a unix socket in a second
+bind-mounted folder: commands go over that socket (see channel.py). A `container`-mode sandbox boots its
+image's own command; commands reach it over one kept-open `podman exec`.
+
+Containers carry the labels `agentenv.project` (this project), `agentenv.sandbox`, `agentenv.run` and
+`agentenv.owner` (the process that made it), and a `meta.json` beside the work folder says which run a
+sandbox from the warm pool went to; `prune()` uses both to find what a dead run left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Literal
+
+from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+
+from ..base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
+from . import images
+from .channel import Channel, ChannelError, agent_argv, decode, encode
+from .engine import PodmanUnavailable, auto_conf_path, conf_path, configure, podman_binary, run_podman
+from .pool import WarmPool
+from .service import PodmanService
+
+APP = "/app"
+CTL = "/.agentenv"
+AGENT_SOCKET = "agent.sock"
+L_PROJECT, L_SANDBOX, L_NAME, L_RUN, L_OWNER, L_POOL = (
+    "agentenv.project", "agentenv.sandbox", "agentenv.sandbox-name", "agentenv.run", "agentenv.owner", "agentenv.pool")
+READY_TIMEOUT_S = 30.0
+START_GRACE_S = 0.3  # a container-mode image that dies at once is reported, with its logs
+DEFAULT_PIDS = 512
+
+
+# -- who made a container ------------------------------------------------------------------
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_token(pid: int | None = None) -> str:
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '?'}"
+
+
+def owner_alive(token: str | None) -> bool:
+    """Is the process that made a container still running? Unknown (another host, no token): yes."""
+    if not token:
+        return False
+    host, _, rest = token.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return started in ("?", _start_time(pid))
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+class PodmanSandbox(Sandbox):
+    type: ClassVar[str] = "podman"
+    python_executable: ClassVar[str] = "python3"
+
+    def __init__(self, provider: "PodmanSandboxProvider", sandbox_id: str, spec: SandboxSpec, meta: dict):
+        super().__init__(sandbox_id, spec)
+        self.provider = provider
+        self.meta = meta
+        self.folder = provider.root / sandbox_id
+        self.app_dir = self.folder / "app"
+
+    @property
+    def tunnel_urls(self) -> dict[str, str]:
+        return dict(self.meta.get("ports") or {})
+
+    @property
+    def container(self) -> str:
+        return self.meta.get("container") or self.sandbox_id
+
+    # -- paths ------------------------------------------------------------------------------
+    def _app_host_path(self, path: str) -> Path | None:
+        """The host path of a path under /app (the bind-mounted folder); None for other paths."""
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise StepError(f"bad sandbox path {path!r}")
+        if path == APP or path.startswith(APP + "/"):
+            rel = path[len(APP):].lstrip("/")
+        elif path.startswith("/"):
+            return None
+        else:
+            rel = path
+        root = os.path.realpath(self.app_dir)
+        target = os.path.realpath(os.path.join(root, rel))
+        if target != root and not target.startswith(root + os.sep):
+            # A symlink made inside the container must never lead the host out of the folder.
+            raise StepError(f"path {path!r} leads out of sandbox {self.sandbox_id}'s /app folder",
+                            hint="remove the '..' (or the symlink) that points outside /app")
+        return Path(target)
+
+    def _require_alive(self) -> None:
+        if not self.app_dir.is_dir():
+            raise NotFoundError(f"sandbox {self.sandbox_id} is gone (terminated)")
+
+    async def _request(self, op: str, wait: float | None = 120.0, **fields: Any) -> dict:
+        channel = await self.provider.channel(self)
+        try:
+            reply = await channel.request(op, wait=wait, **fields)
+        except ChannelError:
+            await self.provider.forget_channel(self.sandbox_id)
+            raise
+        return reply
+
+    # -- commands ---------------------------------------------------------------------------
+    async def exec(self, command: str | list[str], *, timeout: float | None = 120.0,
+                   env: dict[str, str] | None = None, cwd: str = APP) -> ExecResult:
+        self._require_alive()
+        if isinstance(command, str):
+            argv = ["bash", "-c", command]
+        else:
+            argv = [str(a) for a in command]
+            if not argv:
+                raise StepError(f"sandbox {self.sandbox_id}: empty command")
+        merged = {**self.spec.env_vars, **(env or {})}
+        started = time.monotonic()
+        try:
+            reply = await self._request("exec", wait=None if timeout is None else timeout + 30, argv=argv,
+                                        cwd=cwd or APP, env=merged, timeout=timeout)
+        except asyncio.TimeoutError:
+            return ExecResult(-1, "", "no answer from the sandbox's exec agent", timed_out=True,
+                              duration_s=time.monotonic() - started)
+        if "error" in reply:
+            if reply.get("errno") == "ENOENT":
+                raise NotFoundError(f"working directory {cwd!r} does not exist in sandbox {self.sandbox_id}")
+            raise StepError(f"sandbox {self.sandbox_id}: {reply['error']}")
+        result = ExecResult(reply["exit_code"], decode(reply.get("stdout")).decode("utf-8", "replace"),
+                            decode(reply.get("stderr")).decode("utf-8", "replace"),
+                            timed_out=bool(reply.get("timed_out")), duration_s=float(reply.get("duration_s") or 0))
+        if reply.get("oom_killed"):
+            result.killed_reason = (f"killed: out of memory (the sandbox's memory limit is "
+                                    f"{self.spec.memory_mb} MiB; raise memory_mb)")
+        elif reply.get("signal") == 9 and not result.timed_out:
+            result.killed_reason = "killed by SIGKILL (often the sandbox's memory or pids limit)"
+        return result
+
+    # -- files ------------------------------------------------------------------------------
+    async def write_file(self, path: str, data: bytes) -> None:
+        self._require_alive()
+        target = self._app_host_path(path)
+        if target is None:
+            reply = await self._request("write", path=path, data=encode(bytes(data)))
+            if "error" in reply:
+                raise StepError(f"cannot write {path!r} in sandbox {self.sandbox_id}: {reply['error']}")
+            return
+        if target.is_dir():
+            raise StepError(f"cannot write {path!r} in sandbox {self.sandbox_id}: it is a directory")
+
+        def write() -> None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(bytes(data))
+
+        await asyncio.to_thread(write)
+
+    async def read_file(self, path: str) -> bytes:
+        self._require_alive()
+        target = self._app_host_path(path)
+        if target is None:
+            reply = await self._request("read", path=path)
+            if "error" in reply:
+                if reply.get("errno") in ("ENOENT", "EISDIR"):
+                    raise NotFoundError(f"no file {path!r} in sandbox {self.sandbox_id}")
+                raise StepError(f"cannot read {path!r} in sandbox {self.sandbox_id}: {reply['error']}")
+            return decode(reply.get("data"))
+        if not target.is_file():
+            raise NotFoundError(f"no file {path!r} in sandbox {self.sandbox_id}")
+        return await asyncio.to_thread(target.read_bytes)
+
+    async def exists(self, path: str, kind: Literal["any", "file", "dir"] = "any") -> bool:
+        self._require_alive()
+        target = self._app_host_path(path)
+        if target is None:
+            found = (await self._request("stat", path=path)).get("kind")
+        else:
+            found = "dir" if target.is_dir() else "file" if target.is_file() else None
+        return found is not None if kind == "any" else found == kind
+
+    async def list_files(self, path: str) -> list[str]:
+        self._require_alive()
+        base = self._app_host_path(path)
+        if base is None:
+            return list((await self._request("list", path=path)).get("files") or [])
+        if not base.is_dir():
+            return []
+
+        def walk() -> list[str]:
+            return sorted((Path(folder) / name).relative_to(base).as_posix()
+                          for folder, _dirs, files in os.walk(base) for name in files)
+
+        return await asyncio.to_thread(walk)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def logs(self, tail: int = 200) -> str:
+        return await asyncio.to_thread(self.provider.logs, self.sandbox_id, tail)
+
+    async def terminate(self) -> None:
+        await self.provider.remove(self.sandbox_id)
+
+    def to_record(self) -> dict[str, Any]:
+        return {**super().to_record(), "status": self.meta.get("status", "running"), "container": self.container,
+                "image": self.meta.get("image"), "created_at": self.meta.get("created_at"),
+                "expires_at": self.meta.get("expires_at"), "tunnel_urls": self.tunnel_urls,
+                "isolation": "container"}
+
+
+class PodmanSandboxProvider(SandboxProvider):
+    """Sandboxes that are hardened Podman containers. See the module docstring for the defaults.
+
+    Settings (`[sandbox.providers.podman]`): socket, podman, containers_conf, base_image, base_mirror,
+    pool_size (warm containers per image, default 2; 0 turns the pool off), read_only (default true),
+    pids (default 512), channel ("auto" | "socket" | "exec").
+    """
+
+    name: ClassVar[str] = "podman"
+    isolation: ClassVar[str] = "container"
+    supported_modes: ClassVar[tuple[str, ...]] = ("vm", "container")
+    supports_network_policy: ClassVar[bool] = True
+
+    def __init__(self, state_dir: Path, config: dict[str, Any] | None = None):
+        super().__init__(state_dir, config)
+        self.service = PodmanService(self.state_dir, self.config)
+        self.root = Path(self.config.get("root") or (self.state_dir / "sandboxes" / "podman")).expanduser()
+        self.project = hashlib.sha256(str(Path(self.state_dir).resolve()).encode()).hexdigest()[:12]
+        self.pool = WarmPool(self, int(self.config.get("pool_size", 2)))
+        self._channels: dict[str, Channel] = {}
+        self._ready_done = False
+        self.on_progress: Callable[[str], None] | None = None
+
+    # -- availability and setup -------------------------------------------------------------
+    def unusable_reason(self) -> str | None:
+        """None when Podman answers here; else why not (for `sandbox.default = "auto"`)."""
+        try:
+            podman_binary(self.config)
+            self.service.client()
+        except AgentenvError as exc:
+            return exc.message
+        return None
+
+    def _say(self, line: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def ready(self) -> Any:
+        """Make sure the base image exists, this machine's fixes are known and the service answers."""
+        if not self._ready_done:
+            base = images.ensure_base_image(self.config, on_line=self._say)
+            marker = auto_conf_path().with_suffix(".probed")
+            if not self.config.get("containers_conf") and not marker.exists():
+                configure(base, self.config, log=self._say)
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(json.dumps({"at": time.time()}))
+            self._ready_done = True
+        return self.service.client()
+
+    def image_for(self, spec: SandboxSpec) -> str:
+        if spec.image:
+            if not images.exists(spec.image, self.config):
+                raise NotFoundError(
+                    f"image {spec.image!r} is not in Podman's local storage (nothing is pulled from a registry)",
+                    hint="build it (`agentenv image build NAME PATH`), or load it with `podman load`")
+            return spec.image
+        return images.ensure_base_image(self.config, on_line=self._say)
+
+    def _check_spec(self, spec: SandboxSpec) -> None:
+        if spec.mode not in self.supported_modes:
+            raise StepError(f"the podman provider cannot create a {spec.mode!r} sandbox")
+        policy = spec.network_policy
+        if policy is not None and policy.mode == "allowlist":
+            raise StepError(
+                "the podman provider cannot enforce a network allowlist (network_policy mode 'allowlist')",
+                hint="use mode \"none\" (the default) or \"allow_all\", or a provider that supports allowlists")
+
+    # -- creating -----------------------------------------------------------------------------
+    async def create(self, spec: SandboxSpec) -> PodmanSandbox:
+        self._check_spec(spec)
+        await asyncio.to_thread(self.ready)
+        image = await asyncio.to_thread(self.image_for, spec)
+        if self.pool.eligible(spec):
+            sandbox = await self.pool.acquire(spec, image)
+            if sandbox is not None:
+                return sandbox
+        return await self.start_container(spec, image)
+
+    def _network(self, spec: SandboxSpec) -> str:
+        if spec.network_policy is not None and spec.network_policy.mode == "allow_all":
+            return "bridge"
+        return "bridge" if spec.exposed_ports else "none"
+
+    def use_socket_channel(self, spec: SandboxSpec) -> bool:
+        wanted = self.config.get("channel", "auto")
+        if spec.mode != "vm" or wanted == "exec":
+            return False
+        return wanted == "socket" or sys.platform.startswith("linux")
+
+    async def start_container(self, spec: SandboxSpec, image: str, *, pooled: bool = False) -> PodmanSandbox:
+        sandbox_id = f"podman-{secrets.token_hex(6)}"
+        folder = self.root / sandbox_id
+        (folder / "app").mkdir(parents=True)
+        (folder / "ctl").mkdir()
+        now = time.time()
+        socket_channel = self.use_socket_channel(spec)
+        meta = {"sandbox_id": sandbox_id, "container": sandbox_id, "sandbox_type": self.name,
+                "status": "pooled" if pooled else "starting", "image": image, "run_id": spec.run_id,
+                "created_at": now, "expires_at": now + spec.ttl_seconds, "owner": owner_token(),
+                "channel": "socket" if socket_channel else "exec", "spec": spec.model_dump(mode="json")}
+        _write_json(folder / "meta.json", meta)
+        try:
+            ports = await asyncio.to_thread(self._create_and_start, sandbox_id, spec, image, folder, socket_channel,
+                                            pooled)
+            meta["ports"] = ports
+            sandbox = PodmanSandbox(self, sandbox_id, spec, meta)
+            if socket_channel:
+                await self._await_agent(sandbox)
+            elif spec.mode == "container":
+                await self._check_still_running(sandbox_id)
+            meta["status"] = "pooled" if pooled else "running"
+            _write_json(folder / "meta.json", meta)
+            return sandbox
+        except BaseException:
+            await asyncio.shield(self.remove(sandbox_id))
+            raise
+
+    def _create_and_start(self, sandbox_id: str, spec: SandboxSpec, image: str, folder: Path, socket_channel: bool,
+                          pooled: bool) -> dict[str, str]:
+        client = self.ready()
+        labels = {L_PROJECT: self.project, L_SANDBOX: sandbox_id, L_NAME: spec.name, L_RUN: spec.run_id or "",
+                  L_OWNER: owner_token(), L_POOL: "1" if pooled else "", **spec.labels}
+        mounts = [{"type": "bind", "source": str(folder / "app"), "target": APP}]
+        read_only = bool(self.config.get("read_only", True))
+        if read_only:  # a read-only root still needs somewhere to put temporary files
+            mounts += [{"type": "tmpfs", "source": "tmpfs", "target": t} for t in ("/tmp", "/var/tmp", "/run")]
+        kwargs: dict[str, Any] = {}
+        if spec.mode == "vm":
+            mounts.append({"type": "bind", "source": str(folder / "ctl"), "target": CTL})
+            kwargs["command"] = (agent_argv(listen=f"{CTL}/{AGENT_SOCKET}") if socket_channel
+                                 else ["sleep", "2147483647"])
+        network = self._network(spec)
+        if spec.exposed_ports:
+            kwargs["ports"] = {f"{p}/tcp": ("127.0.0.1", None) for p in spec.exposed_ports}
+        try:
+            container = client.containers.create(
+                image, name=sandbox_id, labels=labels, mounts=mounts, network_mode=network, init=True,
+                stop_timeout=1, read_only=read_only, cap_drop=["ALL"],
+                security_opt=["no-new-privileges"], mem_limit=f"{spec.memory_mb}m",
+                nano_cpus=int(spec.cpu * 1e9), pids_limit=int(spec.pids or self.config.get("pids", DEFAULT_PIDS)),
+                environment=dict(spec.env_vars), working_dir=APP, **kwargs)
+            container.start()
+        except Exception as exc:
+            raise StepError(f"podman could not start a container from {image}: {_api_message(exc)}",
+                            hint="see `podman info`; for a bad image, `podman run --rm -it IMAGE`") from exc
+        if not spec.exposed_ports:
+            return {}
+        container.reload()
+        bound = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+        ports = {}
+        for port in spec.exposed_ports:
+            for binding in bound.get(f"{port}/tcp") or []:
+                ports[str(port)] = f"http://127.0.0.1:{binding['HostPort']}"
+                break
+        return ports
+
+    async def _await_agent(self, sandbox: PodmanSandbox) -> None:
+        sock = sandbox.folder / "ctl" / AGENT_SOCKET
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        checked = time.monotonic()
+        while not sock.exists():
+            if time.monotonic() > deadline:
+                raise StepError(f"sandbox {sandbox.sandbox_id}: its exec agent did not start within "
+                                f"{READY_TIMEOUT_S:.0f} s" + self._logs_suffix(sandbox.sandbox_id),
+                                hint="the image needs python3 (or set channel = \"exec\")")
+            if time.monotonic() - checked > 0.5:
+                checked = time.monotonic()
+                await self._check_still_running(sandbox.sandbox_id, grace=0)
+            await asyncio.sleep(0.003)
+        self._channels[sandbox.sandbox_id] = await Channel.connect_socket(sock, sandbox.sandbox_id)
+
+    async def _check_still_running(self, sandbox_id: str, grace: float = START_GRACE_S) -> None:
+        if grace:
+            await asyncio.sleep(grace)
+        state = await asyncio.to_thread(self._state, sandbox_id)
+        if state.get("Running"):
+            return
+        raise StepError(f"the container of sandbox {sandbox_id} exited at start (exit code "
+                        f"{state.get('ExitCode')})" + self._logs_suffix(sandbox_id),
+                        hint="run the image by hand to see why: `podman run --rm -it IMAGE`")
+
+    def _state(self, sandbox_id: str) -> dict:
+        try:
+            container = self.ready().containers.get(sandbox_id)
+        except Exception:
+            return {}
+        return (container.attrs or {}).get("State") or {}
+
+    def _logs_suffix(self, sandbox_id: str) -> str:
+        text = self.logs(sandbox_id, 30).strip()
+        return f"; its logs:\n{text}" if text else " (it logged nothing)"
+
+    def logs(self, sandbox_id: str, tail: int = 200) -> str:
+        proc = run_podman(["logs", "--tail", str(tail), sandbox_id], self.config, timeout=60)
+        return (proc.stdout + proc.stderr).decode("utf-8", "replace")
+
+    # -- channels -----------------------------------------------------------------------------
+    async def channel(self, sandbox: PodmanSandbox) -> Channel:
+        loop = asyncio.get_running_loop()
+        channel = self._channels.get(sandbox.sandbox_id)
+        if channel is not None and channel.alive and channel.loop is loop:
+            return channel
+        if sandbox.meta.get("channel") == "socket":
+            channel = await Channel.connect_socket(sandbox.folder / "ctl" / AGENT_SOCKET, sandbox.sandbox_id)
+        else:
+            channel = await Channel.spawn(sandbox.container, self.config)
+        self._channels[sandbox.sandbox_id] = channel
+        return channel
+
+    async def forget_channel(self, sandbox_id: str) -> None:
+        channel = self._channels.pop(sandbox_id, None)
+        if channel is not None and channel.loop is asyncio.get_running_loop():
+            await channel.close()
+
+    # -- finding ------------------------------------------------------------------------------
+    def _load(self, sandbox_id: str) -> PodmanSandbox | None:
+        if not isinstance(sandbox_id, str) or not sandbox_id.startswith("podman-") or "/" in sandbox_id:
+            return None
+        meta = _read_json(self.root / sandbox_id / "meta.json")
+        if meta is None or meta.get("status") != "running":
+            return None
+        try:
+            spec = SandboxSpec.model_validate(meta.get("spec") or {})
+        except ValueError:
+            return None
+        return PodmanSandbox(self, sandbox_id, spec, meta)
+
+    async def get(self, sandbox_id: str) -> PodmanSandbox:
+        sandbox = self._load(sandbox_id)
+        if sandbox is not None and not (await asyncio.to_thread(self._state, sandbox_id)).get("Running"):
+            sandbox = None
+        if sandbox is None:
+            raise NotFoundError(f"podman sandbox {sandbox_id!r} not found (terminated, or never created here)",
+                                hint="list the live ones with `agentenv sandbox list`")
+        return sandbox
+
+    def containers(self) -> list[dict]:
+        """Every container of this project (any state), with its labels and meta."""
+        client = self.ready()
+        out = []
+        for container in client.containers.list(all=True, filters={"label": f"{L_PROJECT}={self.project}"}):
+            labels = container.labels or {}
+            sandbox_id = labels.get(L_SANDBOX) or container.name
+            meta = _read_json(self.root / sandbox_id / "meta.json") or {}
+            out.append({"sandbox_id": sandbox_id, "container_id": container.id[:12], "state": container.status,
+                        "image": meta.get("image") or (container.attrs.get("ImageName") or ""),
+                        "run_id": meta.get("run_id") or labels.get(L_RUN) or None,
+                        "status": meta.get("status") or "unknown", "pooled": meta.get("status") == "pooled",
+                        "owner": labels.get(L_OWNER), "sandbox_name": (meta.get("spec") or {}).get("name")
+                        or labels.get(L_NAME), "created_at": meta.get("created_at")})
+        return out
+
+    async def list(self) -> list[dict[str, Any]]:
+        rows = await asyncio.to_thread(self.containers)
+        return [{**r, "sandbox_type": self.name, "isolation": self.isolation} for r in rows
+                if r["status"] == "running"]
+
+    # -- removing -----------------------------------------------------------------------------
+    def remove_sync(self, sandbox_id: str) -> bool:
+        removed = False
+        with contextlib.suppress(Exception):
+            self.ready().containers.get(sandbox_id).remove(force=True)
+            removed = True
+        shutil.rmtree(self.root / sandbox_id, ignore_errors=True)
+        return removed
+
+    async def remove(self, sandbox_id: str) -> bool:
+        channel = self._channels.pop(sandbox_id, None)
+        if channel is not None and channel.loop is asyncio.get_running_loop():
+            await channel.close()
+        meta_path = self.root / sandbox_id / "meta.json"
+        meta = _read_json(meta_path)
+        if meta is not None:  # say so first: a crash mid-teardown leaves a sandbox prune will finish
+            meta["status"] = "terminating"
+            with contextlib.suppress(OSError):
+                _write_json(meta_path, meta)
+        return await asyncio.to_thread(self.remove_sync, sandbox_id)
+
+    async def terminate(self, sandbox_id: str) -> bool:
+        if not isinstance(sandbox_id, str) or not sandbox_id.startswith("podman-") or "/" in sandbox_id:
+            return False
+        live = self._load(sandbox_id) is not None
+        removed = await self.remove(sandbox_id)
+        return live and removed
+
+    def prune(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> list[dict]:
+        """Remove what dead runs and dead processes left behind, and nothing else.
+
+        A container goes when: it is in the warm pool (or still starting) and the process that made it
+        is gone; or its run is dead (`run_is_dead(run_id)`: interrupted, or unknown to the store); or its
+        teardown began and never finished. A kept sandbox of a finished run stays.
+        """
+        doomed = []
+        for row in self.containers():
+            status, run_id = row["status"], row["run_id"]
+            if status in ("terminating", "terminated", "unknown"):
+                reason = "its teardown never finished" if status != "unknown" else "it has no record"
+                if status == "unknown" and owner_alive(row["owner"]):
+                    continue
+            elif status in ("pooled", "starting") or not run_id:
+                if owner_alive(row["owner"]):
+                    continue
+                reason = f"the process that made it ({row['owner']}) is gone"
+            elif run_is_dead(run_id):
+                reason = f"its run {run_id} is dead"
+            else:
+                continue
+            doomed.append({**row, "reason": reason})
+        known = {r["sandbox_id"] for r in self.containers()} if self.root.is_dir() else set()
+        if self.root.is_dir():  # work folders whose container is already gone
+            for entry in self.root.iterdir():
+                if entry.is_dir() and entry.name.startswith("podman-") and entry.name not in known:
+                    meta = _read_json(entry / "meta.json") or {}
+                    if not owner_alive(meta.get("owner")) or meta.get("status") in ("terminating", "terminated"):
+                        doomed.append({"sandbox_id": entry.name, "container_id": None, "run_id": meta.get("run_id"),
+                                       "reason": "a work folder without a container"})
+        if not dry_run:
+            for row in doomed:
+                self.remove_sync(row["sandbox_id"])
+        return doomed
+
+    # -- closing ------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """With the hub: empty the warm pool, close channels, stop the service we started."""
+        await self.pool.aclose()
+        for sandbox_id in list(self._channels):
+            await self.forget_channel(sandbox_id)
+        await asyncio.to_thread(self.service.stop)
+
+
+def _api_message(exc: Exception) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    return str(text).strip()
