@@ -23,6 +23,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("agentenv_local.cli.eval:eval_group", "Create and run evals (sets of tasks)."),
     "env": ("agentenv_local.cli.env:env_group", "Put, deploy and develop environments (MCP servers, multi envs)."),
     "gateway": ("agentenv_local.cli.gateway:gateway_group", "Use a deployed env's gateway from stdio MCP clients."),
+    "sandbox": ("agentenv_local.cli.sandbox:sandbox_group", "Set up Podman; list, exec into, read logs of and prune sandboxes."),
+    "image": ("agentenv_local.cli.image:image_group", "Build, import and list images in Podman's local storage."),
     "config": ("agentenv_local.cli.config:config", "Show the resolved configuration and where each value came from."),
     "plugin": ("agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute."),
     "up": ("agentenv_local.cli.hub:up", "Start a long-lived hub for this project."),

@@ -384,12 +384,12 @@ class PodmanSandboxProvider(SandboxProvider):
                                  else ["sleep", "2147483647"])
         network = self._network(spec)
         if spec.exposed_ports:
-            kwargs["ports"] = {f"{p}/tcp": ("127.0.0.1", None) for p in spec.exposed_ports}
+            kwargs["ports"] = {f"{p}/tcp": ("127.0.0.1", 0) for p in spec.exposed_ports}  # 0: any free port
         try:
             container = client.containers.create(
                 image, name=sandbox_id, labels=labels, mounts=mounts, network_mode=network, init=True,
                 stop_timeout=1, read_only=read_only, cap_drop=["ALL"],
-                security_opt=["no-new-privileges"], mem_limit=f"{spec.memory_mb}m",
+                no_new_privileges=True, mem_limit=f"{spec.memory_mb}m",
                 nano_cpus=int(spec.cpu * 1e9), pids_limit=int(spec.pids or self.config.get("pids", DEFAULT_PIDS)),
                 environment=dict(spec.env_vars), working_dir=APP, **kwargs)
             container.start()
@@ -495,7 +495,9 @@ class PodmanSandboxProvider(SandboxProvider):
             labels = container.labels or {}
             sandbox_id = labels.get(L_SANDBOX) or container.name
             meta = _read_json(self.root / sandbox_id / "meta.json") or {}
-            out.append({"sandbox_id": sandbox_id, "container_id": container.id[:12], "state": container.status,
+            state = container.attrs.get("State")  # a string in listings, an object in inspect
+            state = state.get("Status") if isinstance(state, dict) else state
+            out.append({"sandbox_id": sandbox_id, "container_id": container.id[:12], "state": state,
                         "image": meta.get("image") or (container.attrs.get("ImageName") or ""),
                         "run_id": meta.get("run_id") or labels.get(L_RUN) or None,
                         "status": meta.get("status") or "unknown", "pooled": meta.get("status") == "pooled",

@@ -1,0 +1,254 @@
+"""The podman sandbox provider against the real Podman: lifecycle, files, the channel, isolation, limits,
+the warm pool, and finding a sandbox again from a fresh process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from agentenv_local.errors import NotFoundError, StepError
+from agentenv_local.sandbox_api import NetworkPolicy, SandboxSpec
+from sandboxes.podman.provider import owner_alive, owner_token
+
+from podman_support import project_containers
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def spec(**kw) -> SandboxSpec:
+    return SandboxSpec(**{"name": "box", "memory_mb": 256, **kw})
+
+
+def test_lifecycle_commands_and_files(provider_factory):
+    provider = provider_factory()
+
+    async def go():
+        sandbox = await provider.create(spec(env_vars={"GREETING": "hi"}))
+        assert sandbox.sandbox_id in project_containers(provider.project)
+        result = await sandbox.exec("echo $GREETING; echo oops >&2; exit 3")
+        assert (result.exit_code, result.stdout, result.stderr) == (3, "hi\n", "oops\n")
+        assert (await sandbox.exec(["pwd"])).stdout == "/app\n"
+        # /app is a bind-mounted folder; elsewhere goes through the exec agent.
+        await sandbox.write_file("/app/dir/a.txt", b"alpha")
+        await sandbox.write_file("rel.txt", b"beta")
+        await sandbox.write_file("/tmp/t.bin", bytes(range(256)))
+        assert (await sandbox.exec(["cat", "/app/dir/a.txt"])).stdout == "alpha"
+        assert await sandbox.read_file("/tmp/t.bin") == bytes(range(256))
+        assert await sandbox.exists("/app/dir", "dir") and await sandbox.exists("/tmp/t.bin", "file")
+        assert not await sandbox.exists("/tmp/nope")
+        assert await sandbox.list_files("/app") == ["dir/a.txt", "rel.txt"]
+        with pytest.raises(NotFoundError):
+            await sandbox.read_file("/etc/nope")
+        # Commands run concurrently over the one channel.
+        started = time.monotonic()
+        results = await asyncio.gather(*(sandbox.exec(f"sleep 0.5; echo {i}") for i in range(5)))
+        assert [r.stdout for r in results] == [f"{i}\n" for i in range(5)]
+        assert time.monotonic() - started < 2.4
+        timed = await sandbox.exec("sleep 30", timeout=0.5)
+        assert timed.timed_out and not timed.ok
+        assert (await sandbox.exec(["no-such-program"])).exit_code == 127
+        await sandbox.terminate()
+        await sandbox.terminate()  # idempotent
+        assert sandbox.sandbox_id not in project_containers(provider.project)
+        assert not sandbox.folder.exists()
+        with pytest.raises(NotFoundError):
+            await provider.get(sandbox.sandbox_id)
+        assert await provider.terminate(sandbox.sandbox_id) is False
+
+    run(go())
+
+
+def test_symlink_in_app_cannot_lead_the_host_out(provider_factory):
+    provider = provider_factory()
+
+    async def go():
+        sandbox = await provider.create(spec())
+        assert (await sandbox.exec("ln -s /etc /app/escape && ln -s / /app/root")).ok
+        for path in ("/app/escape/hostname", "/app/root/etc/passwd"):
+            with pytest.raises(StepError, match="leads out"):
+                await sandbox.read_file(path)
+        await sandbox.terminate()
+
+    run(go())
+
+
+def test_found_again_from_a_fresh_process(provider_factory, tmp_path):
+    provider = provider_factory()
+    sandbox = run(provider.create(spec()))
+    run(sandbox.write_file("/app/mark", b"from the first process"))
+    code = (
+        "import asyncio, sys, json\n"
+        "from pathlib import Path\n"
+        "from sandboxes.podman import PodmanSandboxProvider\n"
+        "async def main():\n"
+        f"    p = PodmanSandboxProvider(Path({str(tmp_path / '.agentenv')!r}), {{'pool_size': 0}})\n"
+        f"    s = await p.get({sandbox.sandbox_id!r})\n"
+        "    r = await s.exec(['cat', '/app/mark'])\n"
+        "    print(json.dumps([r.stdout, [x['sandbox_id'] for x in await p.list()]]))\n"
+        "    await p.aclose()\n"
+        "asyncio.run(main())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    stdout, listed = json.loads(out.stdout)
+    assert stdout == "from the first process" and listed == [sandbox.sandbox_id]
+    run(sandbox.terminate())
+
+
+def _host_addresses() -> list[str]:
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    return ["127.0.0.1", *[a for a in out if ":" not in a]]
+
+
+def test_network_none_cannot_reach_the_host(provider_factory):
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+    provider = provider_factory()
+
+    async def go():
+        sandbox = await provider.create(spec())
+        probe = ("import socket,sys\n"
+                 "for host in sys.argv[2:]:\n"
+                 "    try:\n"
+                 "        socket.create_connection((host, int(sys.argv[1])), timeout=2); print('reached', host)\n"
+                 "    except OSError as e: print('blocked', host, e)\n")
+        result = await sandbox.exec(["python3", "-c", probe, str(port), *_host_addresses()])
+        await sandbox.terminate()
+        return result
+
+    result = run(go())
+    listener.close()
+    assert "reached" not in result.stdout and result.stdout.count("blocked") == len(_host_addresses())
+    assert not accepted
+
+
+def test_hardening_defaults(provider_factory):
+    provider = provider_factory()
+
+    async def go():
+        sandbox = await provider.create(spec())
+        caps = await sandbox.exec("grep CapEff /proc/self/status")
+        nnp = await sandbox.exec("grep NoNewPrivs /proc/self/status")
+        ro = await sandbox.exec("touch /usr/x")
+        ip = await sandbox.exec("python3 -c 'import socket; print(socket.if_nameindex())'")
+        await sandbox.terminate()
+        return caps, nnp, ro, ip
+
+    caps, nnp, ro, ip = run(go())
+    assert caps.stdout.split()[1] == "0000000000000000"
+    assert nnp.stdout.split()[1] == "1"
+    assert ro.exit_code != 0 and "Read-only file system" in ro.stderr
+    assert "'lo'" in ip.stdout and "eth0" not in ip.stdout
+
+
+def test_memory_hungry_command_is_killed_and_says_why(provider_factory):
+    provider = provider_factory()
+
+    async def go():
+        sandbox = await provider.create(spec(memory_mb=128))
+        result = await sandbox.exec(["python3", "-c", "x = bytearray(512 * 1024 * 1024); print('survived')"])
+        alive_after = await sandbox.exec(["echo", "still here"])
+        await sandbox.terminate()
+        return result, alive_after
+
+    result, alive_after = run(go())
+    assert result.exit_code == 137 and "survived" not in result.stdout
+    assert result.killed_reason and "memory" in result.killed_reason and "128 MiB" in result.killed_reason
+    assert alive_after.stdout == "still here\n"  # the sandbox itself lives on
+
+
+def test_allowlist_is_refused_and_allow_all_publishes_ports(provider_factory):
+    provider = provider_factory()
+
+    async def go():
+        with pytest.raises(StepError, match="allowlist"):
+            await provider.create(spec(network_policy=NetworkPolicy(mode="allowlist", allow_hosts=["pypi.org"])))
+        sandbox = await provider.create(spec(exposed_ports=[8000]))
+        await sandbox.exec("cd /tmp && echo served > index.html && (python3 -m http.server 8000 >/dev/null 2>&1 &)")
+        url = sandbox.tunnel_urls["8000"]
+        assert url.startswith("http://127.0.0.1:")
+        import urllib.request
+
+        body = None
+        for _ in range(100):
+            try:
+                body = await asyncio.to_thread(lambda: urllib.request.urlopen(url + "/index.html", timeout=2).read())
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        await sandbox.terminate()
+        return body
+
+    assert run(go()) == b"served\n"
+
+
+def test_container_that_exits_at_start_reports_its_logs(provider_factory, podman_base_image):
+    from sandboxes.podman import images
+
+    provider = provider_factory()
+    context = provider.state_dir.parent / "ctx"
+    context.mkdir(parents=True)
+    (context / "Containerfile").write_text(
+        'ARG BASE\nFROM ${BASE}\nCMD ["bash", "-c", "echo cannot find my config file >&2; exit 3"]\n')
+    ref = images.build("test-dies-at-start", "1", context, build_args={"BASE": podman_base_image})["ref"]
+
+    async def go():
+        with pytest.raises(StepError) as info:
+            await provider.create(spec(mode="container", image=ref))
+        return info.value.message
+
+    message = run(go())
+    assert "exited at start" in message and "cannot find my config file" in message
+    assert project_containers(provider.project) == []
+
+
+def test_unknown_image_is_not_pulled(provider_factory):
+    provider = provider_factory()
+    with pytest.raises(NotFoundError, match="not in Podman's local storage"):
+        run(provider.create(spec(mode="container", image="localhost/agentenv/never-built:1")))
+
+
+def test_warm_pool_hands_out_started_containers(provider_factory):
+    provider = provider_factory({"pool_size": 1})
+
+    async def go():
+        first = await provider.create(spec(run_id="run-a"))
+        image = first.meta["image"]
+        for _ in range(300):  # the pool refills in the background
+            if provider.pool.ready_count(spec(), image) == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert provider.pool.ready_count(spec(), image) == 1
+        second = await provider.create(spec(run_id="run-b", env_vars={"WHO": "second"}))
+        assert second.meta.get("acquired_at") and second.meta["run_id"] == "run-b"
+        assert (await second.exec("echo $WHO")).stdout == "second\n"
+        listed = {r["sandbox_id"]: r for r in await provider.list()}
+        assert listed[second.sandbox_id]["run_id"] == "run-b"
+        await first.terminate()
+        await second.terminate()
+        await provider.aclose()  # empties the pool
+        return image
+
+    run(go())
+    assert project_containers(provider.project) == []
+
+
+def test_owner_token_liveness():
+    assert owner_alive(owner_token())
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    token = owner_token(proc.pid)
+    proc.wait()
+    assert not owner_alive(token)
+    assert not owner_alive(None)
