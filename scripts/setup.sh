@@ -39,3 +39,8 @@ if [ "$want_test" = 1 ] && [ ! -x .venv-ref/bin/python ]; then
     rm -rf .venv-ref
   fi
 fi
+
+# The tests run real Podman containers: install and set up Podman where this machine allows it.
+if [ "$want_test" = 1 ]; then
+  scripts/setup-podman.sh
+fi

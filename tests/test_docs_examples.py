@@ -80,7 +80,7 @@ def test_page_has_tested_examples():
 
 def test_getting_started_commands_exit_0(tmp_path):
     exe = agentenv_exe()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
     env["HOME"] = str(tmp_path / "home")  # nothing of the tester's own home leaks in
     env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env.get('PATH', '')}"
     project = tmp_path / "project"

@@ -165,6 +165,8 @@ def _on_event(session: Any, event: dict, labels: dict, progress: Progress, show_
                       f"score {score_text(body.get('score'))}")
     elif kind == "review.pending":
         _ask_review(session, event, label, progress)
+    elif kind == "step.log" and body.get("level") == "warning":  # what a person should know, even without -v
+        progress.line(f"[{label}] note: {body.get('message')}")
 
 
 def _ask_review(session: Any, event: dict, label: str, progress: Progress) -> None:

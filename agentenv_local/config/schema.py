@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 ENV_PREFIX = "AGENTENV_"
 # Environment variables with the prefix that are not config keys.
-RESERVED_ENV = frozenset({"AGENTENV_HOME", "AGENTENV_CONFIG"})
+RESERVED_ENV = frozenset({"AGENTENV_HOME", "AGENTENV_CONFIG", "AGENTENV_REQUIRE_PODMAN"})  # the last: tests only
 
 
 class _Section(BaseModel):

@@ -3,7 +3,8 @@
 A configured `socket` (say, your own `podman system service`) is used as it is. Otherwise we look for
 a service on `<state_dir>/podman/podman.sock`; when none answers we start `podman system service` there
 (with our containers.conf) and stop it again in `close()`, i.e. with the hub. A service left by a hub
-that was killed keeps answering and is simply reused by the next one.
+that was killed keeps answering and is reused by the next one; with nobody using it, it exits by itself
+after IDLE_EXIT_S.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 from .engine import PodmanUnavailable, conf_path, podman_binary, podman_env
 
 START_TIMEOUT_S = 15.0
+IDLE_EXIT_S = 600  # the service exits after this long without a request (so a killed hub's does too)
+RECHECK_S = 60.0  # a service we did not start may have exited since: ping it again after this long
 MAX_SOCKET_PATH = 100  # unix socket paths are limited to about 108 bytes
 
 
@@ -43,6 +46,7 @@ class PodmanService:
         self.log_file = Path(state_dir) / "podman" / "service.log"
         self._proc: subprocess.Popen | None = None
         self._client = None
+        self._checked_at = 0.0
         self._lock = threading.Lock()
 
     @property
@@ -63,8 +67,11 @@ class PodmanService:
     def client(self):
         """A podman-py client on a service that answers (starting one if needed)."""
         with self._lock:
-            if self._client is not None and (self._proc is None or self._proc.poll() is None):
-                return self._client
+            if self._client is not None:
+                if self._proc is not None and self._proc.poll() is None:
+                    return self._client
+                if self._proc is None and time.monotonic() - self._checked_at < RECHECK_S:
+                    return self._client
             self._client = None
             if not self.external:
                 self._drop_stale_service()
@@ -77,6 +84,7 @@ class PodmanService:
             import podman
 
             self._client = podman.PodmanClient(base_url=self.base_url, timeout=120)
+            self._checked_at = time.monotonic()
             return self._client
 
     @property
@@ -115,7 +123,7 @@ class PodmanService:
         self.socket.unlink(missing_ok=True)
         with open(self.log_file, "ab") as log:
             self._proc = subprocess.Popen(
-                [binary, "system", "service", "--time=0", self.base_url], env=podman_env(self.config),
+                [binary, "system", "service", f"--time={IDLE_EXIT_S}", self.base_url], env=podman_env(self.config),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         import json
 

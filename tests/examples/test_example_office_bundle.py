@@ -45,7 +45,7 @@ def marked_processes(mark: str) -> list[str]:
 @pytest.fixture()
 def cli(tmp_path):
     mark = uuid.uuid4().hex
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
     env["OFFICE_TEST_MARK"] = mark
 
     def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:

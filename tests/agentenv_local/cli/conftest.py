@@ -25,7 +25,7 @@ class Project:
         self.root = root
 
     def cli(self, *args: str, code: int | None = 0, timeout: float = 60) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
         proc = subprocess.run([str(AGENTENV), *map(str, args)], cwd=self.root, env=env, capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
         shown = f"$ agentenv {' '.join(map(str, args))}\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"

@@ -32,7 +32,7 @@ def agentenv_exe() -> str:
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This environment without any AGENTENV_* variable (so the project is found from the cwd)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
     env.update(extra or {})
     return env
 
