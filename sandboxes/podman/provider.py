@@ -270,6 +270,8 @@ class PodmanSandboxProvider(SandboxProvider):
         self.pool = WarmPool(self, int(self.config.get("pool_size", 2)))
         self._channels: dict[str, Channel] = {}
         self._ready_done = False
+        self._base_image: str | None = None
+        self._known_images: set[str] = set()
         self.on_progress: Callable[[str], None] | None = None
 
     # -- availability and setup -------------------------------------------------------------
@@ -291,7 +293,7 @@ class PodmanSandboxProvider(SandboxProvider):
     def ready(self) -> Any:
         """Make sure the base image exists, this machine's fixes are known and the service answers."""
         if not self._ready_done:
-            base = images.ensure_base_image(self.config, on_line=self._say)
+            base = self.image_for(SandboxSpec(name="base"))
             marker = auto_conf_path().with_suffix(".probed")
             if not self.config.get("containers_conf") and not marker.exists():
                 configure(base, self.config, log=self._say)
@@ -301,13 +303,19 @@ class PodmanSandboxProvider(SandboxProvider):
         return self.service.client()
 
     def image_for(self, spec: SandboxSpec) -> str:
+        """The image a spec runs: its own (which must be local), else the base image."""
+        ref = spec.image or self._base_image
+        if ref in self._known_images:  # checked once per provider: a `podman image exists` costs ~40 ms
+            return ref
         if spec.image:
             if not images.exists(spec.image, self.config):
                 raise NotFoundError(
                     f"image {spec.image!r} is not in Podman's local storage (nothing is pulled from a registry)",
                     hint="build it (`agentenv image build NAME PATH`), or load it with `podman load`")
-            return spec.image
-        return images.ensure_base_image(self.config, on_line=self._say)
+        else:
+            ref = self._base_image = images.ensure_base_image(self.config, on_line=self._say)
+        self._known_images.add(ref)
+        return ref
 
     def _check_spec(self, spec: SandboxSpec) -> None:
         if spec.mode not in self.supported_modes:
@@ -321,7 +329,8 @@ class PodmanSandboxProvider(SandboxProvider):
     # -- creating -----------------------------------------------------------------------------
     async def create(self, spec: SandboxSpec) -> PodmanSandbox:
         self._check_spec(spec)
-        await asyncio.to_thread(self.ready)
+        if not self._ready_done:
+            await asyncio.to_thread(self.ready)
         image = await asyncio.to_thread(self.image_for, spec)
         if self.pool.eligible(spec):
             sandbox = await self.pool.acquire(spec, image)
