@@ -4,7 +4,8 @@ A `file_artifact_universe` lands under `destination_path` with its relative path
 artifact lands as its filename under `destination_path`. Each load is recorded in
 `metadata.loaded_file_artifact_universes` (the reference's shape). With `env_id`, the files go
 into the deployed env's data plane instead (see `env_control.load_into_env`); loading into an agent
-(`agent_name`) comes with the agents work.
+(`agent_name`) comes with the agents work. `collected_artifacts_step_id` loads what an earlier
+`collect_artifacts` step stored (its `metadata.collected_artifacts` entry) instead of a named artifact.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class LoadArtifactStep(Step):
     artifact_id: str | None = None
     artifact_version: int | None = Field(default=None, ge=1)
     artifacts: list[ArtifactRef] | None = None
+    collected_artifacts_step_id: str | None = None  # the files a collect_artifacts step stored
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
     destination_path: str = "/app"
     env_id: str | None = None
@@ -79,9 +81,30 @@ class LoadArtifactStep(Step):
             return [ArtifactRef(id=self.artifact_id, version=self.artifact_version)]
         return list(self.artifacts or [])
 
+    def collected_refs(self, ctx: "StepContext") -> list[ArtifactRef]:
+        """The artifact a collect_artifacts step stored (none when it found no files)."""
+        step_id = self.collected_artifacts_step_id
+        collected = ctx.metadata.get("collected_artifacts", {})
+        entry = collected.get(step_id)
+        if not isinstance(entry, dict):
+            known = ", ".join(sorted(collected)) or "none yet"
+            raise StepError(f"step {self.id!r}: step {step_id!r} has collected no artifacts in this run "
+                            f"(collect_artifacts steps done: {known})",
+                            hint=f"name a collect_artifacts step, and list {step_id!r} in depends_on")
+        if not entry.get("id"):
+            ctx.log(f"step {step_id!r} collected no files; nothing to load", level="warning")
+            return []
+        return [ArtifactRef(id=entry["id"], version=entry.get("version"))]
+
     def config_problems(self) -> list[str]:
         problems = []
-        if self.artifact_id and self.artifacts is not None:
+        if self.collected_artifacts_step_id is not None:
+            given = [f for f in ("artifact_id", "artifacts") if getattr(self, f) is not None]
+            if given:
+                problems.append(f"collected_artifacts_step_id, {', '.join(given)}: give one source, not both")
+            if not self.collected_artifacts_step_id:
+                problems.append("collected_artifacts_step_id: must not be empty")
+        elif self.artifact_id and self.artifacts is not None:
             problems.append("artifact_id, artifacts: give one of them, not both")
         elif not self.artifact_id and self.artifacts is None:
             problems.append("artifact_id: name the artifact to load (or list several in artifacts)")
@@ -101,7 +124,12 @@ class LoadArtifactStep(Step):
     async def execute(self, ctx: "StepContext") -> None:
         if self.agent_name:
             raise not_yet(ctx, "loading into an agent (agent_name)", "agents")
-        refs = self.refs()
+        if self.collected_artifacts_step_id:
+            refs = self.collected_refs(ctx)
+            if not refs:
+                return
+        else:
+            refs = self.refs()
         if not refs:
             raise StepError(f"step {self.id!r}: nothing to load", hint="set artifact_id or artifacts")
         # Resolve every artifact first, so a missing one fails the step before anything is written.

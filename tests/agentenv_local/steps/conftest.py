@@ -98,7 +98,8 @@ def store(paths):
 
 @pytest.fixture
 def config() -> DictConfig:
-    return DictConfig({})
+    # The process provider: these tests look into sandbox folders (the default, auto, may pick Podman).
+    return DictConfig({"sandbox": {"default": "process"}})
 
 
 @pytest.fixture
