@@ -252,3 +252,13 @@ def test_owner_token_liveness():
     proc.wait()
     assert not owner_alive(token)
     assert not owner_alive(None)
+
+
+def test_a_configured_service_that_does_not_answer_is_explained(provider_factory, tmp_path):
+    from agentenv_local.errors import AgentenvError
+
+    provider = provider_factory({"socket": f"unix://{tmp_path}/nobody-home.sock"})
+    with pytest.raises(AgentenvError) as info:
+        run(provider.create(spec()))
+    assert "does not answer" in info.value.message and "podman system service" in info.value.hint
+    assert "does not answer" in provider.unusable_reason()
