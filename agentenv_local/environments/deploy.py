@@ -7,7 +7,9 @@
 
 A deployed instance is a Gateway served by uvicorn as a task on the hub's loop (127.0.0.1, a free
 port). Its children: a module env in the hub (the Env object, no HTTP hop) or as a subprocess, a
-`command` subprocess told its port by MCP_PORT, or a `url` as is. Instances are recorded in the
+`command` subprocess told its port by MCP_PORT, a `url` as is, or an `image` started in a container by a
+sandbox provider (`podman`: mode "container", its `container_port` published on 127.0.0.1, reached as a
+URL child; the container is removed at teardown). Instances are recorded in the
 `env_instances` records (running -> terminated); the gateway's RBAC rules, trigger state and clock
 are saved in `env_instance_state` whenever they change, so `deploy(resume=INSTANCE)` after a hub
 restart brings them back. Every gateway event is appended to the store's event log as
@@ -41,7 +43,9 @@ log = logging.getLogger(__name__)
 INSTANCES = "env_instances"
 STATE = "env_instance_state"
 READY_TIMEOUT_S = 60.0
-IMAGE_REFUSAL = "container images come with the Podman sandboxes"
+CONTAINER_PORT = 8000  # where an image env serves in its container, unless it sets container_port
+IMAGE_PROVIDER = "podman"  # the sandbox provider that runs image envs (deploy_env's sandbox_type may name another)
+PODMAN_NOTE = "container images come with the Podman sandboxes"
 
 
 class DeployError(AgentenvError):
@@ -117,17 +121,24 @@ class _Instance:
     server: Any = None
     serve_task: asyncio.Task | None = None
     procs: list[_Proc] = field(default_factory=list)
+    sandboxes: list[Any] = field(default_factory=list)  # the containers of image children
+    run_id: str | None = None
+    options: dict = field(default_factory=dict)  # sandbox_type, cpu, memory_mb, services (image children)
 
 
 class EnvManager:
     """Deployed env instances of one hub. Every coroutine runs on the hub's loop."""
 
     def __init__(self, store: Any, paths: Any, loop: asyncio.AbstractEventLoop | None = None,
-                 ready_timeout: float = READY_TIMEOUT_S):
+                 ready_timeout: float = READY_TIMEOUT_S, services: Any = None):
         self.store = store
         self.paths = paths
         self.loop = loop
         self.ready_timeout = ready_timeout
+        # The hub's RunServices, whose sandbox providers run image envs; without it (or a deploy's own
+        # `services`) the manager makes its own provider and closes it with itself.
+        self.services = services
+        self._own_providers: dict[str, Any] = {}
         self.root = Path(paths.state_dir) / "envs"
         self._live: dict[str, _Instance] = {}
         self.swept_at_start = self._sweep_dead_hub()
@@ -141,10 +152,7 @@ class EnvManager:
             body = rec["body"]
             if body.get("status") != "running":
                 continue
-            for child in body.get("children") or []:
-                pid = child.get("pid")
-                if pid and _pid_alive(int(pid)):
-                    _kill_pid(int(pid))
+            _kill_children(body)
             body.update(status="terminated", status_reason="hub stopped", terminated_at_utc=_utc_now())
             self.store.records.save(INSTANCES, rec["id"], body)
             shutil.rmtree(self.root / rec["id"], ignore_errors=True)
@@ -187,9 +195,13 @@ class EnvManager:
     # -- deploying ----------------------------------------------------------------------------
     async def deploy(self, env_id: str | None = None, version: int | None = None, run_id: str | None = None,
                      gateway_mode: str | None = None, resume: str | None = None,
-                     metadata: dict | None = None) -> dict:
+                     metadata: dict | None = None, *, sandbox_type: str | None = None, cpu: float | None = None,
+                     memory_mb: int | None = None, services: Any = None) -> dict:
         """Deploy `env_id` (or, with `resume=INSTANCE`, an instance a stopped hub left, with its saved
-        RBAC rules, triggers and clock) and return its record."""
+        RBAC rules, triggers and clock) and return its record.
+
+        `sandbox_type`, `cpu` and `memory_mb` apply to image envs' containers (provider `podman` by
+        default); `services` (a run's RunServices) supplies the sandbox provider."""
         saved_state = None
         if resume:
             old = self.instance(resume)
@@ -210,7 +222,9 @@ class EnvManager:
             raise ValidationError(f"gateway_mode must be 'performance' or 'consistent', got {gateway_mode!r}")
         doc, env = self._env_doc(env_id, version)
         folder = self.root / instance_id
-        inst = _Instance(instance_id, {}, folder)
+        inst = _Instance(instance_id, {}, folder, run_id=run_id,
+                         options={"sandbox_type": sandbox_type, "cpu": cpu, "memory_mb": memory_mb,
+                                  "services": services})
         try:
             return await self._deploy(inst, doc, env, run_id, gateway_mode, saved_state, metadata or {})
         except BaseException:
@@ -299,7 +313,7 @@ class EnvManager:
             "mcp_server_name": name, "environment_card": card, "environment_card_url": card_url,
             "environment_card_read_at_utc": _utc_now(), "created_at_utc": _utc_now(), "run_id": run_id,
             "children": children_info, "gateway_mode": mode, "metadata": metadata,
-            "sandbox_id": None, "sandbox_type": None, "status": "running",
+            **_sandbox_fields(children_info), "status": "running",
         }
         inst.record = record
         self._live[instance_id] = inst
@@ -325,7 +339,7 @@ class EnvManager:
             "mcp_server_name": name, "environment_card": card, "environment_card_url": card_url,
             "environment_card_read_at_utc": _utc_now(), "created_at_utc": _utc_now(), "run_id": run_id,
             "children": [child], "gateway_mode": None, "metadata": metadata,
-            "sandbox_id": None, "sandbox_type": None, "status": "running",
+            **_sandbox_fields([child]), "status": "running",
         }
         inst.record = record
         self._live[inst.instance_id] = inst
@@ -380,8 +394,7 @@ class EnvManager:
     async def _child(self, inst: _Instance, child_name: str, sdoc: dict, senv: McpServerEnv) -> tuple[Any, dict]:
         where = f"env {sdoc['id']}"
         if senv.image:
-            raise DeployError(f"{where}: is an image env ({senv.image}); {IMAGE_REFUSAL}",
-                              hint="use module, command or url for now")
+            return await self._image_child(inst, child_name, where, senv)
         if senv.url:
             return senv.url, {"name": child_name, "kind": "url", "url": senv.url}
         folder = self._materialize(inst, child_name, senv)
@@ -414,6 +427,119 @@ class EnvManager:
         url = f"http://127.0.0.1:{port}{senv.mcp_path}"
         await self._wait_ready(where, p, f"http://127.0.0.1:{port}", url)
         return url, {"name": child_name, "kind": "subprocess", "url": url, "pid": proc.pid}
+
+    # -- image envs: a container from a sandbox provider ----------------------------------------
+    def _provider(self, inst: _Instance, where: str, image: str) -> Any:
+        name = inst.options.get("sandbox_type") or IMAGE_PROVIDER
+        services = inst.options.get("services") or self.services
+        try:
+            if services is not None and hasattr(services, "sandbox_provider"):
+                provider = services.sandbox_provider(name)
+            elif name in self._own_providers:
+                provider = self._own_providers[name]
+            else:
+                provider = self._own_providers[name] = self._make_provider(name)
+        except AgentenvError as e:
+            raise DeployError(f"{where}: is an image env ({image}), and {PODMAN_NOTE}, but its sandbox provider "
+                              f"{name!r} is not available: {e.message}", hint=e.hint) from None
+        if "container" not in getattr(provider, "supported_modes", ()):
+            raise DeployError(f"{where}: is an image env ({image}); the {name!r} sandbox provider cannot run "
+                              "container images", hint=f'use sandbox_type "{IMAGE_PROVIDER}" (the default)')
+        return provider
+
+    def _make_provider(self, name: str) -> Any:
+        from agentenv_local.errors import ConfigError
+        from agentenv_local.plugins import registry
+
+        cls = registry().get("sandbox_providers", name)
+        if cls is None:
+            reason = registry().failure("sandbox_providers", name)
+            raise ConfigError(f"no sandbox provider named {name!r}" + (f" ({reason})" if reason else ""),
+                              hint="check `agentenv plugin list`")
+        config: dict = {}
+        with contextlib.suppress(Exception):  # the project's [sandbox.providers.NAME], when it can be read
+            from agentenv_local.config import load_config
+
+            config = load_config(Path(self.paths.state_dir).parent).get(f"sandbox.providers.{name}") or {}
+        return cls(self.paths.state_dir, dict(config))
+
+    async def _image_child(self, inst: _Instance, child_name: str, where: str, senv: McpServerEnv) -> tuple[Any, dict]:
+        from agentenv_local.sandbox_api import SandboxSpec
+
+        image = str(senv.image)
+        provider = self._provider(inst, where, image)
+        port = senv.container_port or CONTAINER_PORT
+        fields: dict[str, Any] = {}
+        for key in ("cpu", "memory_mb"):
+            if inst.options.get(key):
+                fields[key] = inst.options[key]
+        spec = SandboxSpec(name=f"env-{child_name}"[:120], mode="container", image=image, exposed_ports=[port],
+                           env_vars={**senv.env_vars, "MCP_HOST": "0.0.0.0", "MCP_PORT": str(port),
+                                     "ENVIRONMENT_NAME": child_name},
+                           run_id=inst.run_id, labels={"agentenv.env-instance": inst.instance_id}, **fields)
+        image_for = getattr(provider, "image_for", None)
+        try:
+            if image_for is not None:  # a missing image fails here, before any container or service starts
+                await asyncio.to_thread(image_for, spec)
+            sandbox = await provider.create(spec)
+        except AgentenvError as e:
+            raise DeployError(self._container_problem(where, image, e), hint=e.hint) from None
+        inst.sandboxes.append(sandbox)
+        base = (getattr(sandbox, "tunnel_urls", None) or {}).get(str(port))
+        if not base:
+            raise DeployError(f"{where}: its container ({sandbox.sandbox_id}) has no published port {port}")
+        url = base.rstrip("/") + senv.mcp_path
+        await self._wait_container(where, provider, sandbox, base.rstrip("/"), url)
+        return url, {"name": child_name, "kind": "container", "url": url, "image": image,
+                     "sandbox_id": sandbox.sandbox_id, "sandbox_type": provider.name, "container_port": port}
+
+    @staticmethod
+    def _container_problem(where: str, image: str, e: AgentenvError) -> str:
+        if isinstance(e, NotFoundError) and "local storage" in e.message:
+            return (f"{where}: its image {image} is not in Podman's local storage ({PODMAN_NOTE}, which never "
+                    "pull from a registry)")
+        if type(e).__name__ == "PodmanUnavailable":
+            return f"{where}: is an image env ({image}), and {PODMAN_NOTE}, which cannot run here: {e.message}"
+        return f"{where}: cannot start its container from {image}: {e.message}"
+
+    async def _wait_container(self, where: str, provider: Any, sandbox: Any, base: str, url: str) -> None:
+        """Until the server in the container answers (`/ready`, else its MCP path below 500); a container
+        that stops, or a server that never answers, fails with the container's logs."""
+        import httpx2
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_timeout
+        checked = loop.time()
+
+        async def logs() -> str:
+            try:
+                text = (await asyncio.to_thread(provider.logs, sandbox.sandbox_id, 40)).strip()
+            except Exception as e:  # noqa: BLE001
+                text = f"(cannot read its logs: {e})"
+            return text or "(nothing)"
+
+        async with httpx2.AsyncClient(timeout=2.0) as http:
+            while True:
+                with contextlib.suppress(Exception):  # not listening yet
+                    r = await http.get(base + "/ready")
+                    if r.status_code == 200:
+                        return
+                    r = await http.get(url)
+                    if r.status_code < 500:
+                        return
+                if loop.time() - checked > 0.5:
+                    checked = loop.time()
+                    try:
+                        await provider.get(sandbox.sandbox_id)
+                    except NotFoundError:
+                        raise DeployError(f"{where}: its container ({sandbox.sandbox_id}) stopped before its "
+                                          f"server was ready; its logs:\n{await logs()}") from None
+                if loop.time() > deadline:
+                    raise DeployError(f"{where}: its server did not answer at {url} within {self.ready_timeout:g}s "
+                                      f"(container {sandbox.sandbox_id}); its logs:\n{await logs()}",
+                                      hint="the image must serve MCP over HTTP on 0.0.0.0:$MCP_PORT "
+                                           f"(the env's container_port, default {CONTAINER_PORT})")
+                await asyncio.sleep(0.05)
 
     @staticmethod
     def _module_target(folder: Path, module: str) -> str:
@@ -502,6 +628,13 @@ class EnvManager:
                 await loop.run_in_executor(None, _kill_pid, p.proc.pid)
             with contextlib.suppress(Exception):
                 p.proc.wait(timeout=1)
+        for sandbox in inst.sandboxes:
+            try:
+                await asyncio.wait_for(sandbox.terminate(), 60)
+            except Exception:  # `agentenv sandbox prune` finds what is left
+                log.exception("env instance %s: could not remove container %s", inst.instance_id,
+                              sandbox.sandbox_id)
+        inst.sandboxes.clear()
         shutil.rmtree(inst.folder, ignore_errors=True)
         inside = str(inst.folder) + os.sep  # in-process envs put their folder on sys.path when loaded
         sys.path[:] = [p for p in sys.path if not (p + os.sep).startswith(inside)]
@@ -513,9 +646,7 @@ class EnvManager:
         if inst is None:
             body = self.instance(instance_id)
             if body.get("status") == "running":  # recorded by this hub but not live: a leftover
-                for child in body.get("children") or []:
-                    if child.get("pid") and _pid_alive(int(child["pid"])):
-                        _kill_pid(int(child["pid"]))
+                await asyncio.get_running_loop().run_in_executor(None, _kill_children, body)
                 shutil.rmtree(self.root / instance_id, ignore_errors=True)
                 body.update(status="terminated", terminated_at_utc=_utc_now())
                 self.store.records.save(INSTANCES, instance_id, body)
@@ -534,14 +665,40 @@ class EnvManager:
                 await self.teardown(instance_id, reason=reason)
             except Exception:
                 log.exception("env instance %s: teardown failed", instance_id)
+        providers, self._own_providers = list(self._own_providers.values()), {}
+        for provider in providers:  # only the ones this manager made (a run's providers close with it)
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     def close(self, timeout: float = 30) -> None:
         """From another thread (the hub's close): tear down every live instance on the loop."""
-        if not self._live or self.loop is None or not self.loop.is_running():
+        if not (self._live or self._own_providers) or self.loop is None or not self.loop.is_running():
             return
         future = asyncio.run_coroutine_threadsafe(self.aclose(), self.loop)
         with contextlib.suppress(Exception):
             future.result(timeout)
+
+
+def _sandbox_fields(children: list[dict]) -> dict:
+    """The record's sandbox_id / sandbox_type: the (first) container child's, else None."""
+    boxed = [c for c in children if c.get("sandbox_id")]
+    return {"sandbox_id": boxed[0]["sandbox_id"] if boxed else None,
+            "sandbox_type": boxed[0].get("sandbox_type") if boxed else None}
+
+
+def _kill_children(body: dict) -> None:
+    """What a recorded instance left: kill its subprocesses, remove its containers (podman rm)."""
+    for child in body.get("children") or []:
+        pid = child.get("pid")
+        if pid and _pid_alive(int(pid)):
+            _kill_pid(int(pid))
+        if child.get("sandbox_id") and child.get("sandbox_type") == "podman":
+            with contextlib.suppress(Exception):  # no podman here: nothing of ours can be running
+                from sandboxes.podman.engine import run_podman
+
+                run_podman(["rm", "--force", "--time", "1", str(child["sandbox_id"])], timeout=60)
 
 
 def _spawn(argv: list[str], folder: Path, env: dict[str, str], log_path: Path) -> subprocess.Popen:

@@ -12,7 +12,8 @@
 
 An `mcp_server` env's server comes from exactly one of: `module` (an Env class, run in the hub or
 as a subprocess), `command` (any MCP server over streamable HTTP, told its port by MCP_PORT),
-`url` (a server that is already running) or `image` (a container image: the sandboxes issue).
+`url` (a server that is already running) or `image` (a container image in Podman's local storage, started
+in a hardened container that serves MCP on `container_port`, published on 127.0.0.1).
 A folder's files are stored with it as a file-bundle artifact, so an env version pins its code.
 """
 
@@ -55,6 +56,7 @@ class McpServerEnv(BaseModel):
     url: str | None = None
     image: str | None = None
     run_as: Literal["in_process", "subprocess"] | None = None  # module envs: in the hub by default
+    container_port: int | None = Field(default=None, ge=1, le=65535)  # image envs: where it serves (8000)
     mcp_path: str = "/mcp"
     env_vars: dict[str, str] = Field(default_factory=dict)
     env_provider_type: Literal["gateway", "server"] = "gateway"
@@ -69,6 +71,8 @@ class McpServerEnv(BaseModel):
                              + (f" (got {', '.join(given)})" if given else ""))
         if self.run_as and not self.module:
             raise ValueError("run_as only applies to a module env")
+        if self.container_port is not None and not self.image:
+            raise ValueError("container_port only applies to an image env")
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL of an MCP endpoint, got {self.url!r}")
         if self.module and ":" not in self.module:

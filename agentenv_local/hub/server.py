@@ -64,7 +64,7 @@ class Hub:
         from agentenv_local.environments.deploy import EnvManager
 
         # Instances a dead hub left running are marked terminated and their processes killed here.
-        self.envs = EnvManager(self.store, paths, self.loop)
+        self.envs = EnvManager(self.store, paths, self.loop, services=self.services)
         self.services.envs = self.envs
         self.runner = Runner(self.services, self.session_id, self.loop)
         self._connections: set[int] = set()

@@ -54,15 +54,15 @@ class DeployEnvStep(Step):
         manager = ctx.services.envs
         if manager is None:
             raise StepError(f"step {self.id!r}: this runner has no env manager (envs deploy inside the hub)")
-        if self.sandbox_type:
-            ctx.log(f"sandbox_type {self.sandbox_type!r} is ignored: envs run in the hub for now "
-                    "(container envs come with the Podman sandboxes)", level="warning")
         for record in ctx.state.get("deployed_envs", []):  # a retry of this step replaces its instance
             if record.get("step_id") == self.id and not record.get("torn_down"):
                 await self._teardown_record(ctx, record)
         try:
+            # sandbox_type, cpu and memory_mb apply to the containers of image envs (the run's providers).
             record = await manager.deploy(self.env_id, self.env_version, run_id=ctx.run_id,
-                                          gateway_mode=self.gateway_mode, metadata=dict(self.metadata))
+                                          gateway_mode=self.gateway_mode, metadata=dict(self.metadata),
+                                          sandbox_type=self.sandbox_type, cpu=self.cpu, memory_mb=self.memory_mb,
+                                          services=ctx.services)
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: could not deploy env {self.env_id!r}: {exc.message}",
                             hint=exc.hint) from exc

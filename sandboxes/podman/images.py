@@ -33,6 +33,7 @@ LABEL_SOURCE = "agentenv.source-digest"
 BASE_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "bash", "ca-certificates")
 BASE_MIRROR = "http://deb.debian.org/debian"
+_IGNORED_DIRS = {"__pycache__", ".git", ".pytest_cache"}  # never part of what an image is built from
 _EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 
 
@@ -90,7 +91,7 @@ def context_digest(context: Path, containerfile: Path, build_args: dict[str, str
     for key in sorted(build_args or {}):
         h.update(f"arg\0{key}={build_args[key]}\0".encode())
     for folder, dirs, files in os.walk(context):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if d not in _IGNORED_DIRS)
         for name in sorted(files):
             path = Path(folder) / name
             rel = path.relative_to(context).as_posix()

@@ -3,13 +3,14 @@
     ref = ensure_runtime_image(config)             # localhost/agentenv/env-runtime:<digest>
     build_env_image(Path("examples/envs/echo"))     # FROM ${RUNTIME}: localhost/agentenv/echo:<digest>
 
-How it is built: this project is packed as a wheel on the host (`pip wheel --no-deps`, under a second), and
-a Containerfile FROM the base image makes a venv at /opt/agentenv (`python3 -m venv --without-pip`: Debian's
-python3 has no pip or ensurepip) and installs the wheel with its runtime dependencies by running pip from
-the pip wheel that the host's Python bundles with ensurepip (so nothing extra is fetched for pip itself).
-The dependencies come from the package index, pinned to the versions installed next to this process
-(a constraints file), so the env SDK in the container is the one the host runs and tests. The build
-needs the package index (network on during `podman build`), once per digest.
+How it is built: this project is packed as a wheel on the host (`pip wheel --no-deps`, under a second); the
+host's pip downloads its runtime dependencies as wheels for the base image's Python and platform (asked of
+the base image once per build), pinned to the versions installed next to this process, so the env SDK in
+the container is the one the host runs and tests; pip also brings a pip wheel. The Containerfile FROM the
+base image makes a venv at /opt/agentenv (`python3 -m venv --without-pip`: Debian's python3 has no pip or
+ensurepip) and installs the wheels by running pip from its wheel with `--no-index`. The build itself runs
+with the network off: whatever lets the host's pip reach the package index (its config, a proxy's CA, a
+local mirror) is all it needs.
 
 The tag is a digest of what goes into the image: the project's Python sources and pyproject.toml, the
 Containerfile, the pins and the base image. An unchanged project finds its image and builds nothing
@@ -42,11 +43,11 @@ _UNPINNED = {"agentenv-local", "pip", "setuptools", "wheel"}
 CONTAINERFILE = f"""\
 ARG BASE
 FROM ${{BASE}}
-COPY pip.whl constraints.txt /tmp/agentenv-build/
-COPY wheels/ /tmp/agentenv-build/wheels/
+COPY wheels/ /tmp/agentenv-build/
 RUN python3 -m venv --without-pip {VENV} \\
- && {VENV}/bin/python /tmp/agentenv-build/pip.whl/pip install --no-cache-dir --disable-pip-version-check \\
-      --no-input --progress-bar off -c /tmp/agentenv-build/constraints.txt /tmp/agentenv-build/wheels/*.whl \\
+ && set -- /tmp/agentenv-build/pip-*.whl \\
+ && {VENV}/bin/python "$1/pip" install --no-index --find-links /tmp/agentenv-build --no-cache-dir \\
+      --disable-pip-version-check --no-input --progress-bar off agentenv-local \\
  && {VENV}/bin/python -c "import agentenv_local.env, mcp, uvicorn" \\
  && rm -rf /tmp/agentenv-build
 ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
@@ -103,36 +104,56 @@ def runtime_image_ref(config: dict[str, Any] | None = None) -> str:
     return images.image_ref(RUNTIME_NAME, runtime_digest(config)[:16])
 
 
-def _pip_wheel(into: Path) -> None:
-    """Put a pip wheel at `into`: the one ensurepip bundles, else one downloaded from the index."""
-    try:
-        import ensurepip
+def _target(base: str, config: dict[str, Any] | None) -> tuple[str, str, str]:
+    """(python version "3.11", machine "x86_64", glibc "2.36") of the base image."""
+    from .engine import run_podman
 
-        bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
-    except ImportError:
-        bundled = []
-    if bundled:
-        shutil.copyfile(bundled[-1], into)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                               "-d", tmp, "pip"], capture_output=True, text=True, timeout=300)
-        found = sorted(Path(tmp).glob("pip-*.whl"))
-        if proc.returncode != 0 or not found:
-            raise RuntimeImageError("cannot get a pip wheel for the env runtime image (no ensurepip here, and "
-                                    "`pip download pip` failed)",
-                                    problems=(proc.stderr or proc.stdout).strip().splitlines()[-10:])
-        shutil.copyfile(found[0], into)
+    code = ("import platform, sys; print('%d.%d' % sys.version_info[:2], platform.machine(), "
+            "platform.libc_ver()[1] or '0')")
+    proc = run_podman(["run", "--rm", "--network", "none", base, "python3", "-c", code], config, timeout=120)
+    parts = proc.stdout.decode(errors="replace").split()
+    if proc.returncode != 0 or len(parts) != 3:
+        raise RuntimeImageError(f"cannot ask the base image {base} for its Python and platform: "
+                                f"{proc.stderr.decode(errors='replace').strip()}")
+    return parts[0], parts[1], parts[2]
+
+
+def _platforms(machine: str, glibc: str) -> list[str]:
+    """The manylinux tags a glibc `glibc` on `machine` runs (newest first)."""
+    try:
+        major, minor = (int(p) for p in glibc.split(".")[:2])
+    except ValueError:
+        major, minor = 2, 17
+    tags = [f"manylinux_2_{y}_{machine}" for y in range(minor if major == 2 else 17, 4, -1)]
+    return tags + [f"manylinux2014_{machine}", f"manylinux2010_{machine}", f"manylinux1_{machine}"]
+
+
+def _wheelhouse(project_wheel: Path, into: Path, target: tuple[str, str, str], constraints: Path) -> None:
+    """Download the project's dependencies (and pip) as wheels for `target` into `into`."""
+    python, machine, glibc = target
+    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "-d", str(into),
+            "--only-binary=:all:", "--python-version", python, "--implementation", "cp", "-c", str(constraints)]
+    for tag in _platforms(machine, glibc):
+        argv += ["--platform", tag]
+    proc = subprocess.run([*argv, str(project_wheel), "pip"], check=False, capture_output=True, text=True,
+                          timeout=1800)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if "is ignored" not in ln]
+        raise RuntimeImageError(
+            f"cannot download agentenv-local's dependencies as wheels for Python {python} on {machine} "
+            f"(glibc {glibc}) for the env runtime image", problems=lines[-15:],
+            hint="check that `pip download` reaches the package index (or its mirror) from here")
 
 
 def _project_wheel(root: Path, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                            "--disable-pip-version-check", "-q", str(root), "-w", str(into)],
-                          capture_output=True, text=True, timeout=600)
+                          check=False, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:  # no hatchling next to us: let pip fetch the build backend
         proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
-                               "-q", str(root), "-w", str(into)], capture_output=True, text=True, timeout=600)
+                               "-q", str(root), "-w", str(into)], check=False, capture_output=True, text=True,
+                              timeout=600)
     wheels = sorted(into.glob("agentenv_local-*.whl"))
     if proc.returncode != 0 or not wheels:
         raise RuntimeImageError("cannot build a wheel of agentenv-local for the env runtime image",
@@ -154,19 +175,45 @@ def ensure_runtime_image(config: dict[str, Any] | None = None, *,
     say = on_line or (lambda _line: None)
     say(f"building the env runtime image {ref} (agentenv-local and its dependencies; once per source change)")
     with tempfile.TemporaryDirectory(prefix="agentenv-runtime-") as tmp:
-        context = Path(tmp)
-        _project_wheel(root, context / "wheels")
-        _pip_wheel(context / "pip.whl")
-        (context / "constraints.txt").write_text(pins())
+        context = Path(tmp) / "context"
+        wheels = context / "wheels"
+        project_wheel = _project_wheel(root, Path(tmp) / "project")
+        constraints = Path(tmp) / "constraints.txt"
+        constraints.write_text(pins())
+        say("downloading agentenv-local's dependencies as wheels for the base image")
+        _wheelhouse(project_wheel, wheels, _target(base, config), constraints)
         (context / "Containerfile").write_text(CONTAINERFILE)
         try:
-            images.build(RUNTIME_NAME, version, context, build_args={"BASE": base}, config=config, on_line=on_line)
+            images.build(RUNTIME_NAME, version, context, build_args={"BASE": base}, config=config,
+                         on_line=on_line, network=False)
         except images.ImageBuildError as exc:
             raise RuntimeImageError(f"building the env runtime image failed: {exc.message}",
                                     problems=getattr(exc, "problems", None),
-                                    hint="it installs agentenv-local's dependencies from the package index: "
-                                         "check that `podman build` can reach it") from exc
+                                    hint="see the build's output above") from exc
+    prune_older(RUNTIME_NAME, ref, config)
     return ref
+
+
+_AUTO_VERSION = re.compile(r"[0-9a-f]{16}")
+
+
+def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> list[str]:
+    """Untag the other digest-tagged (automatic) versions of localhost/agentenv/NAME. `podman rmi` without
+    force: one that a container uses, or that an image is built FROM, stays. Answers what went."""
+    from .engine import run_podman
+
+    gone = []
+    try:
+        rows = images.list_images(config)
+    except Exception:  # noqa: BLE001 - tidying up is best effort
+        return gone
+    for row in rows:
+        if row["name"] != name or not _AUTO_VERSION.fullmatch(row["version"] or ""):
+            continue
+        ref = images.image_ref(name, row["version"])
+        if ref != keep and ref in row["tags"] and run_podman(["rmi", ref], config, timeout=120).returncode == 0:
+            gone.append(ref)
+    return gone
 
 
 def build_env_image(folder: Path, name: str | None = None, version: str | None = None, *,
@@ -190,7 +237,12 @@ def build_env_image(folder: Path, name: str | None = None, version: str | None =
         shutil.copytree(folder, context, symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
         containerfile = context / containerfile.name
-        if version is None:
+        auto = version is None
+        if auto:
             version = images.context_digest(context, containerfile, args)[:16]
-        return images.build(name, version, context, containerfile=containerfile, build_args=args, config=config,
-                            on_line=on_line)
+        result = images.build(name, version, context, containerfile=containerfile, build_args=args, config=config,
+                              on_line=on_line)
+    if auto and result["built"]:  # the env's earlier automatic versions, then the runtimes they were FROM
+        prune_older(name, result["ref"], config)
+        prune_older(RUNTIME_NAME, runtime, config)
+    return result
