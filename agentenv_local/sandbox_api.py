@@ -60,6 +60,35 @@ class ExecResult:
                 **({"killed_reason": self.killed_reason} if self.killed_reason else {})}
 
 
+APP = "/app"
+
+
+def app_relative(path: str) -> str | None:
+    """`/app/x` or a relative `x` as `x` (`""` for /app itself); None for any other absolute path."""
+    from agentenv_local.errors import StepError
+
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise StepError(f"bad sandbox path {path!r}")
+    if path == APP or path.startswith(APP + "/"):
+        return path[len(APP):].lstrip("/")
+    return None if path.startswith("/") else path
+
+
+def contained_path(root: Path, rel: str, sandbox_id: str) -> Path:
+    """`rel` under the host folder `root`, refusing a `..` or a symlink that leads out of it (a symlink
+    made inside a sandbox must never lead the host elsewhere)."""
+    import os
+
+    from agentenv_local.errors import StepError
+
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(real_root, rel))
+    if target != real_root and not target.startswith(real_root + os.sep):
+        raise StepError(f"path {rel!r} leads out of sandbox {sandbox_id}'s /app folder",
+                        hint="remove the '..' (or the symlink) that points outside /app")
+    return Path(target)
+
+
 class Sandbox(abc.ABC):
     type: ClassVar[str] = ""
 

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agentenv_local.sandbox_api import SandboxSpec  # noqa: E402
-from sandboxes.podman import PodmanSandboxProvider  # noqa: E402
-from sandboxes.podman.engine import podman_binary, podman_env  # noqa: E402
+from agentenv_local.sandbox_api import SandboxSpec
+from sandboxes.podman import PodmanSandboxProvider
+from sandboxes.podman.engine import podman_binary, podman_env
 
 SPEC = SandboxSpec(name="bench", memory_mb=512)
 

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal
 
 from agentenv_local.errors import NotFoundError, StepError
 from agentenv_local.procs import run_process
+from agentenv_local.sandbox_api import app_relative, contained_path
 
 from .base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 
@@ -78,7 +79,7 @@ def tagged_pids(sandbox_id: str) -> list[int]:
     # No /proc (macOS): BSD `ps e` prints each process's environment after its command.
     try:
         listing = subprocess.run(["ps", "eww", "-A", "-o", "pid=", "-o", "command="], capture_output=True,
-                                 text=True, timeout=10).stdout
+                                 text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return pids
     for line in listing.splitlines():
@@ -138,24 +139,14 @@ class ProcessSandbox(Sandbox):
     # -- paths ------------------------------------------------------------------------------
     def host_path(self, path: str) -> Path:
         """The host path for a sandbox path (`/app/x` or relative `x`); refuses anything outside."""
-        if not isinstance(path, str) or not path or "\0" in path:
-            raise StepError(f"bad sandbox path {path!r}")
-        if path == APP or path.startswith(APP + "/"):
-            rel = path[len(APP):].lstrip("/")
-        elif path.startswith("/"):
+        rel = app_relative(path)
+        if rel is None:
             raise StepError(
                 f"path {path!r} is outside sandbox {self.sandbox_id}: the process sandbox only has /app "
                 f"(its work folder {self.root})",
                 hint="use a path under /app, or a relative one",
             )
-        else:
-            rel = path
-        root = os.path.realpath(self.root)
-        target = os.path.realpath(os.path.join(root, rel))
-        if target != root and not target.startswith(root + os.sep):
-            raise StepError(f"path {path!r} leads out of sandbox {self.sandbox_id}'s /app folder",
-                            hint="remove the '..' (or the symlink) that points outside /app")
-        return Path(target)
+        return contained_path(self.root, rel, self.sandbox_id)
 
     def _require_alive(self) -> None:
         if not self.root.is_dir():

@@ -54,7 +54,7 @@ class Channel:
 
     # -- opening ------------------------------------------------------------------------------
     @classmethod
-    async def connect_socket(cls, path: Path, label: str) -> "Channel":
+    async def connect_socket(cls, path: Path, label: str) -> Channel:
         path = Path(path)
         fd = None
         target = str(path)
@@ -71,17 +71,17 @@ class Channel:
         return await cls(label, reader, writer)._handshake()
 
     @classmethod
-    async def spawn(cls, container: str, config: dict[str, Any] | None = None, python: str = "python3") -> "Channel":
+    async def spawn(cls, container: str, config: dict[str, Any] | None = None, python: str = "python3") -> Channel:
         proc = await asyncio.create_subprocess_exec(
             podman_binary(config), "exec", "-i", container, *agent_argv(python),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=podman_env(config), limit=LINE_LIMIT, start_new_session=True)
         return await cls(container, proc.stdout, proc.stdin, proc)._handshake()
 
-    async def _handshake(self) -> "Channel":
+    async def _handshake(self) -> Channel:
         try:
             first = await asyncio.wait_for(self._reader_stream.readline(), OPEN_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             first = b""
         if not first.startswith(b'{"id":0,"ready":true'):
             err = b""

@@ -69,7 +69,7 @@ def podman_env(config: dict[str, Any] | None = None) -> dict[str, str]:
 def run_podman(args: list[str], config: dict[str, Any] | None = None, *, timeout: float = 120,
                input: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([podman_binary(config), *args], env=podman_env(config), capture_output=True,
-                          timeout=timeout, input=input)
+                          timeout=timeout, input=input, check=False)
 
 
 # -- probing ---------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def render_conf(*, runtime: str | None, ulimits: list[str] | None) -> str:
 
 def _try_run(image: str, env: dict[str, str], binary: str) -> tuple[bool, str]:
     proc = subprocess.run([binary, "run", "--rm", "--network", "none", image, "true"], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
 
 

@@ -243,7 +243,7 @@ def ensure_base_image(config: dict[str, Any] | None = None, *, on_line: Callable
                 f"--include={','.join(recipe['packages'])}"]
         argv += [f"--dpkgopt=path-exclude={p}" for p in recipe["excludes"]]
         argv += [recipe["suite"], str(tarball), recipe["mirror"]]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
         if proc.returncode != 0:
             raise ImageBuildError("mmdebstrap could not build the base rootfs",
                                   problems=(proc.stderr or proc.stdout).strip().splitlines()[-15:],

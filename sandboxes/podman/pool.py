@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 class WarmPool:
-    def __init__(self, provider: "PodmanSandboxProvider", size: int):
+    def __init__(self, provider: PodmanSandboxProvider, size: int):
         self.provider = provider
         self.size = max(0, size)
         self._ready: dict[tuple, deque] = {}
@@ -43,7 +43,7 @@ class WarmPool:
     def ready_count(self, spec: SandboxSpec, image: str) -> int:
         return len(self._ready.get(self.key(spec, image), ()))
 
-    async def acquire(self, spec: SandboxSpec, image: str) -> "PodmanSandbox | None":
+    async def acquire(self, spec: SandboxSpec, image: str) -> PodmanSandbox | None:
         from .provider import _write_json
 
         key = self.key(spec, image)
@@ -82,7 +82,7 @@ class WarmPool:
         while len(queue) < self.size:
             try:
                 sandbox = await self.provider.start_container(template, image, pooled=True)
-            except Exception as exc:  # the pool is an optimisation: a failure here only costs speed
+            except Exception as exc:  # noqa: BLE001 - the pool is an optimisation: a failure here only costs speed
                 logger.warning("warm pool: could not start a container for %s: %s", image, exc)
                 return
             queue.append(sandbox)

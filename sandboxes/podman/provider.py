@@ -29,15 +29,22 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+from agentenv_local.sandbox_api import app_relative, contained_path
 
 from ..base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 from . import images
 from .channel import Channel, ChannelError, agent_argv, decode, encode
-from .engine import PodmanUnavailable, auto_conf_path, conf_path, configure, podman_binary, run_podman
+from .engine import (
+    auto_conf_path,
+    configure,
+    podman_binary,
+    run_podman,
+)
 from .pool import WarmPool
 from .service import PodmanService
 
@@ -101,7 +108,7 @@ class PodmanSandbox(Sandbox):
     type: ClassVar[str] = "podman"
     python_executable: ClassVar[str] = "python3"
 
-    def __init__(self, provider: "PodmanSandboxProvider", sandbox_id: str, spec: SandboxSpec, meta: dict):
+    def __init__(self, provider: PodmanSandboxProvider, sandbox_id: str, spec: SandboxSpec, meta: dict):
         super().__init__(sandbox_id, spec)
         self.provider = provider
         self.meta = meta
@@ -119,21 +126,8 @@ class PodmanSandbox(Sandbox):
     # -- paths ------------------------------------------------------------------------------
     def _app_host_path(self, path: str) -> Path | None:
         """The host path of a path under /app (the bind-mounted folder); None for other paths."""
-        if not isinstance(path, str) or not path or "\0" in path:
-            raise StepError(f"bad sandbox path {path!r}")
-        if path == APP or path.startswith(APP + "/"):
-            rel = path[len(APP):].lstrip("/")
-        elif path.startswith("/"):
-            return None
-        else:
-            rel = path
-        root = os.path.realpath(self.app_dir)
-        target = os.path.realpath(os.path.join(root, rel))
-        if target != root and not target.startswith(root + os.sep):
-            # A symlink made inside the container must never lead the host out of the folder.
-            raise StepError(f"path {path!r} leads out of sandbox {self.sandbox_id}'s /app folder",
-                            hint="remove the '..' (or the symlink) that points outside /app")
-        return Path(target)
+        rel = app_relative(path)
+        return None if rel is None else contained_path(self.app_dir, rel, self.sandbox_id)
 
     def _require_alive(self) -> None:
         if not self.app_dir.is_dir():
@@ -163,7 +157,7 @@ class PodmanSandbox(Sandbox):
         try:
             reply = await self._request("exec", wait=None if timeout is None else timeout + 30, argv=argv,
                                         cwd=cwd or APP, env=merged, timeout=timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return ExecResult(-1, "", "no answer from the sandbox's exec agent", timed_out=True,
                               duration_s=time.monotonic() - started)
         if "error" in reply:
@@ -444,7 +438,7 @@ class PodmanSandboxProvider(SandboxProvider):
     def _state(self, sandbox_id: str) -> dict:
         try:
             container = self.ready().containers.get(sandbox_id)
-        except Exception:
+        except Exception:  # noqa: BLE001 - gone, or never made: no state
             return {}
         return (container.attrs or {}).get("State") or {}
 

@@ -13,9 +13,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agentenv_local" / "hub"))
 
-from agentenv_hub_testkit import (Background, bash_check, clean_env, cli, deploy, gate, hub_info,  # noqa: E402
-                                  run_id_of, show_json, step_status, wait_until, write_bundle)
-from podman_support import project_containers  # noqa: E402
+from agentenv_hub_testkit import (
+    Background,
+    bash_check,
+    clean_env,
+    cli,
+    deploy,
+    gate,
+    hub_info,
+    run_id_of,
+    show_json,
+    step_status,
+    wait_until,
+    write_bundle,
+)
+from podman_support import project_containers
 
 
 @pytest.fixture

@@ -12,12 +12,11 @@ import threading
 import time
 
 import pytest
+from podman_support import project_containers
 
 from agentenv_local.errors import NotFoundError, StepError
 from agentenv_local.sandbox_api import NetworkPolicy, SandboxSpec
 from sandboxes.podman.provider import owner_alive, owner_token
-
-from podman_support import project_containers
 
 
 def run(coro):
