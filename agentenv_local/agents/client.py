@@ -1,0 +1,391 @@
+"""An async A2A client (httpx2): the card, send + poll, cancel, and the AgentEnv extension calls.
+
+    async with A2AClient("http://127.0.0.1:8000") as agent:
+        card = await agent.card()
+        task = await agent.prompt("what is 6*7?", context_id="c1", timeout=60)
+        print(task.state, task.text, task.structured_output)
+
+It speaks A2A 0.3 (``message/send``, ``tasks/get``, ``tasks/cancel``: what the reference's agents speak) unless
+the card offers only 1.0 (``supportedInterfaces`` with protocolVersion 1.x and no 0.x ``protocolVersion``), or
+``protocol="1.0"`` is passed. An answer that breaks the protocol raises ``A2AProtocolError`` naming the field;
+a JSON-RPC error answer raises ``A2ARpcError``; an extension's HTTP error raises ``A2AExtensionError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from agentenv_local.errors import AgentenvError
+
+from . import wire
+from .types import STRUCTURED_OUTPUT_KEY, DataPart, TextPart, data_of, text_of
+
+
+class A2AError(AgentenvError):
+    """Talking to an A2A agent failed."""
+
+
+class A2AProtocolError(A2AError):
+    """The agent answered something the protocol does not allow; ``field`` names what was wrong."""
+
+    def __init__(self, field: str, message: str, *, url: str = ""):
+        super().__init__(f"the agent at {url or '?'} broke the A2A protocol: {field}: {message}",
+                         hint="check that the URL points at an A2A agent and which protocol version it speaks")
+        self.field = field
+
+
+class A2ARpcError(A2AError):
+    """The agent answered a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(f"the agent refused the request ({code}): {message}")
+        self.code = code
+        self.rpc_message = message
+        self.data = data
+
+
+class A2AExtensionError(A2AError):
+    """An extension endpoint answered an HTTP error; ``status`` and ``detail`` are what it said."""
+
+    def __init__(self, status: int, detail: str, path: str):
+        super().__init__(f"{path} answered {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class A2ATask:
+    """A task as the agent last described it (dialect-neutral; states use the 0.3 names)."""
+
+    def __init__(self, raw: dict[str, Any], *, url: str = "", timed_out: bool = False):
+        self.raw = raw
+        self.timed_out = timed_out
+        where = "result"
+        if not isinstance(raw, dict):
+            raise A2AProtocolError(where, "a task must be an object", url=url)
+        try:
+            if not isinstance(raw.get("id"), str) or not raw["id"]:
+                raise wire.WireError(f"{where}.id", "is missing" if raw.get("id") is None else "must be a string")
+            self.id: str = raw["id"]
+            context = raw.get("contextId")
+            if context is not None and not isinstance(context, str):
+                raise wire.WireError(f"{where}.contextId", "must be a string")
+            self.context_id: str | None = context
+            status = raw.get("status")
+            if not isinstance(status, dict):
+                raise wire.WireError(f"{where}.status", "is missing" if status is None else "must be an object")
+            self.state: str = wire.state_from_wire(status.get("state"), f"{where}.status.state")
+            message = status.get("message")
+            self.message = (wire.message_from_wire(message, f"{where}.status.message", None)
+                            if message is not None else None)
+            artifacts = raw.get("artifacts") or []
+            if not isinstance(artifacts, list):
+                raise wire.WireError(f"{where}.artifacts", "must be a list")
+            self.artifacts: list[list] = []
+            for i, artifact in enumerate(artifacts):
+                if not isinstance(artifact, dict):
+                    raise wire.WireError(f"{where}.artifacts[{i}]", "must be an object")
+                self.artifacts.append(wire.parts_from_wire(artifact.get("parts"), f"{where}.artifacts[{i}].parts"))
+            history = raw.get("history") or []
+            if not isinstance(history, list):
+                raise wire.WireError(f"{where}.history", "must be a list")
+            self.history = [wire.message_from_wire(m, f"{where}.history[{i}]", None) for i, m in enumerate(history)]
+        except wire.WireError as e:
+            raise A2AProtocolError(e.path, e.reason, url=url) from None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in wire.TERMINAL_STATES
+
+    @property
+    def parts(self) -> list:
+        """The answer's parts: the final status message's, else the artifacts'."""
+        if self.message is not None:
+            return list(self.message.parts)
+        return [p for parts in self.artifacts for p in parts]
+
+    @property
+    def text(self) -> str:
+        return text_of(self.parts)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return data_of(self.parts)
+
+    @property
+    def structured_output(self) -> Any:
+        for p in self.parts:
+            if isinstance(p, DataPart) and STRUCTURED_OUTPUT_KEY in p.data:
+                return p.data[STRUCTURED_OUTPUT_KEY]
+        return None
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """``{"error_type", "error_code", "error_message"}`` of a failed task, when the agent said."""
+        data = self.data
+        if "error_type" in data or "error_code" in data:
+            return {k: data.get(k) for k in ("error_type", "error_code", "error_message")}
+        return None
+
+    def __repr__(self) -> str:
+        return f"A2ATask(id={self.id!r}, state={self.state!r}, text={self.text[:60]!r})"
+
+
+def _to_parts(content: Any) -> list:
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    if isinstance(content, dict):
+        return [DataPart(data=content)]
+    parts = []
+    for item in content:
+        if isinstance(item, str):
+            parts.append(TextPart(text=item))
+        elif isinstance(item, dict) and "kind" not in item:
+            parts.append(DataPart(data=item))
+        elif isinstance(item, dict):
+            parts.append(wire.part_from_wire(item, "parts", "0.3"))
+        else:
+            parts.append(item)
+    return parts
+
+
+class A2AClient:
+    def __init__(self, base_url: str, *, protocol: str | None = None, timeout: float = 30.0,
+                 headers: dict[str, str] | None = None, http: Any = None):
+        """``base_url``: the agent's base URL (its card is at ``/.well-known/agent-card.json``); ``protocol``:
+        "0.3" or "1.0" to skip asking the card."""
+        if protocol not in (None, "0.3", "1.0"):
+            raise ValueError("protocol must be '0.3' or '1.0'")
+        self.base_url = base_url.rstrip("/")
+        self.protocol: str | None = protocol
+        self.rpc_url: str | None = None
+        self._card: dict[str, Any] | None = None
+        self._timeout = timeout
+        self._headers = dict(headers or {})
+        self._http = http
+        self._own_http = http is None
+
+    async def __aenter__(self) -> A2AClient:  # noqa: PYI034
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def _client(self) -> Any:
+        if self._http is None:
+            import httpx2
+
+            self._http = httpx2.AsyncClient(timeout=self._timeout, headers=self._headers)
+        return self._http
+
+    # --- card -------------------------------------------------------------------------------------------
+
+    async def card(self, *, refresh: bool = False) -> dict[str, Any]:
+        if self._card is not None and not refresh:
+            return self._card
+        http = self._client()
+        answer = None
+        for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
+            answer = await http.get(self.base_url + path)
+            if answer.status_code != 404:
+                break
+        if answer is None or answer.status_code >= 400:
+            raise A2AError(f"{self.base_url} has no agent card (HTTP {answer.status_code if answer else '?'})",
+                           hint="is the URL the agent's base URL, and is it an A2A agent?")
+        try:
+            card = answer.json()
+        except ValueError:
+            raise A2AProtocolError("card", "is not JSON", url=self.base_url) from None
+        if not isinstance(card, dict):
+            raise A2AProtocolError("card", "must be an object", url=self.base_url)
+        if not isinstance(card.get("name"), str):
+            raise A2AProtocolError("card.name", "is missing", url=self.base_url)
+        self._card = card
+        self._pick_protocol(card)
+        return card
+
+    def _pick_protocol(self, card: dict[str, Any]) -> None:
+        interfaces = [i for i in card.get("supportedInterfaces") or [] if isinstance(i, dict)]
+        version = str(card.get("protocolVersion") or "")
+        if self.protocol is None:
+            offers_10 = any(str(i.get("protocolVersion", "")).startswith("1.") for i in interfaces)
+            self.protocol = "1.0" if offers_10 and not version.startswith("0.") else "0.3"
+        url = None
+        if self.protocol == "1.0":
+            url = next((i.get("url") for i in interfaces if str(i.get("protocolVersion", "")).startswith("1.")
+                        and i.get("protocolBinding", "JSONRPC").upper() == "JSONRPC"), None)
+        url = url or card.get("url")
+        if isinstance(url, str) and url.startswith("/"):
+            url = self.base_url + url
+        self.rpc_url = url if isinstance(url, str) and url.startswith("http") else self.base_url + "/a2a"
+
+    async def _ready(self) -> None:
+        if self.rpc_url is None:
+            if self.protocol is not None:   # told the protocol: the card is still read for the RPC URL
+                try:
+                    await self.card()
+                    return
+                except A2AError:
+                    self.rpc_url = self.base_url + "/a2a"
+                    return
+            await self.card()
+
+    # --- JSON-RPC ---------------------------------------------------------------------------------------
+
+    async def _call(self, method_03: str, method_10: str, params: dict[str, Any]) -> Any:
+        await self._ready()
+        method = method_03 if self.protocol == "0.3" else method_10
+        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        headers = {"A2A-Version": "1.0"} if self.protocol == "1.0" else {}
+        answer = await self._client().post(self.rpc_url, json=body, headers=headers)
+        if answer.status_code >= 400 and "json" not in answer.headers.get("content-type", ""):
+            raise A2AError(f"{self.rpc_url} answered HTTP {answer.status_code} to {method}")
+        try:
+            reply = answer.json()
+        except ValueError:
+            raise A2AProtocolError("response", "is not JSON", url=self.rpc_url) from None
+        if not isinstance(reply, dict):
+            raise A2AProtocolError("response", "must be a JSON-RPC object", url=self.rpc_url)
+        if reply.get("error") is not None:
+            err = reply["error"]
+            if not isinstance(err, dict) or not isinstance(err.get("code"), int):
+                raise A2AProtocolError("error.code", "is missing", url=self.rpc_url)
+            raise A2ARpcError(err["code"], str(err.get("message", "")), err.get("data"))
+        if "result" not in reply:
+            raise A2AProtocolError("result", "is missing (and there is no error)", url=self.rpc_url)
+        return reply["result"]
+
+    def _task(self, result: Any, *, unwrap: bool = False, timed_out: bool = False) -> A2ATask:
+        if unwrap and self.protocol == "1.0" and isinstance(result, dict) and "task" in result:
+            result = result["task"]
+        if unwrap and isinstance(result, dict) and ("message" in result and "id" not in result
+                                                    or result.get("kind") == "message"):
+            raise A2AProtocolError("result", "the agent answered a message, not a task; this client needs tasks",
+                                   url=self.rpc_url or "")
+        return A2ATask(result, url=self.rpc_url or "", timed_out=timed_out)
+
+    async def send(self, content: Any, *, context_id: str | None = None, blocking: bool = False,
+                   metadata: dict[str, Any] | None = None) -> A2ATask:
+        """Send one user message (a string, a dict = data part, or a list of strings/dicts/parts); returns the task
+        as the agent reports it (at once unless ``blocking``)."""
+        await self._ready()
+        dialect: wire.Dialect = "1.0" if self.protocol == "1.0" else "0.3"
+        message = wire.WireMessage(uuid.uuid4().hex, "user", _to_parts(content), context_id=context_id,
+                                   metadata=metadata)
+        config = {"blocking": blocking} if dialect == "0.3" else {"returnImmediately": not blocking}
+        result = await self._call("message/send", "SendMessage",
+                                  {"message": message.to_wire(dialect), "configuration": config})
+        return self._task(result, unwrap=True)
+
+    async def get_task(self, task_id: str, *, history_length: int | None = None) -> A2ATask:
+        params: dict[str, Any] = {"id": task_id}
+        if history_length is not None:
+            params["historyLength"] = history_length
+        return self._task(await self._call("tasks/get", "GetTask", params))
+
+    async def cancel(self, task_id: str) -> A2ATask:
+        return self._task(await self._call("tasks/cancel", "CancelTask", {"id": task_id}))
+
+    async def wait(self, task: A2ATask | str, *, timeout: float = 600.0, poll_interval: float = 0.1) -> A2ATask:
+        """Poll ``tasks/get`` until the task ends; on timeout, the last state seen with ``timed_out=True``."""
+        last = task if isinstance(task, A2ATask) else await self.get_task(task)
+        deadline = time.monotonic() + timeout
+        interval = min(poll_interval, 0.02)
+        while not last.terminal:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                last.timed_out = True
+                return last
+            await asyncio.sleep(min(interval, remaining))
+            interval = min(interval * 2, poll_interval)
+            last = await self.get_task(last.id)
+        return last
+
+    async def prompt(self, content: Any, *, context_id: str | None = None, timeout: float = 600.0,
+                     poll_interval: float = 0.1, metadata: dict[str, Any] | None = None) -> A2ATask:
+        """Send without blocking, then poll until the task ends or ``timeout`` passes (then the last state seen,
+        ``timed_out=True``)."""
+        task = await self.send(content, context_id=context_id, blocking=False, metadata=metadata)
+        return await self.wait(task, timeout=timeout, poll_interval=poll_interval)
+
+    # --- extensions -------------------------------------------------------------------------------------
+
+    async def _ext(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        http = self._client()
+        url = self.base_url + path
+        answer = await (http.get(url) if method == "GET" else http.post(url, json=body or {}))
+        try:
+            payload = answer.json()
+        except ValueError:
+            payload = None
+        if answer.status_code >= 400:
+            detail = payload.get("detail") if isinstance(payload, dict) else answer.text[:500]
+            raise A2AExtensionError(answer.status_code, str(detail), path)
+        if not isinstance(payload, dict):
+            raise A2AProtocolError(path, "the answer must be a JSON object", url=self.base_url)
+        return payload
+
+    async def agent_config_set(self, **fields: Any) -> dict[str, Any]:
+        return await self._ext("POST", "/ext/agent-config", fields)
+
+    async def agent_config_get(self) -> dict[str, Any]:
+        return (await self._ext("GET", "/ext/agent-config"))["config"]
+
+    async def mcp_config_add(self, url: str, *, headers: dict[str, str] | None = None,
+                             name: str | None = None) -> str:
+        body: dict[str, Any] = {"url": url}
+        if headers:
+            body["headers"] = headers
+        if name:
+            body["name"] = name
+        answer = await self._ext("POST", "/ext/mcp-config", body)
+        if not isinstance(answer.get("name"), str):
+            raise A2AProtocolError("name", "is missing from the mcp-config add answer", url=self.base_url)
+        return answer["name"]
+
+    async def mcp_config_list(self) -> dict[str, Any]:
+        return (await self._ext("GET", "/ext/mcp-config"))["mcp_servers"]
+
+    async def skill_add(self, name: str, description: str, skill_md: str) -> dict[str, Any]:
+        return await self._ext("POST", "/ext/skill-config",
+                               {"name": name, "description": description, "skill_md": skill_md})
+
+    async def skill_list(self) -> dict[str, Any]:
+        return (await self._ext("GET", "/ext/skill-config"))["skills"]
+
+    async def trajectory_get(self, *, task_id: str | None = None, context_id: str | None = None,
+                             after: int | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Without ``after``: ``{"trajectory": [events]}`` (a task's once it ended, or a context's); with it, a cursor
+        page ``{"events", "next", "has_more", "state", "format", ...}``."""
+        body: dict[str, Any] = {"task_id": task_id} if task_id is not None else {"context_id": context_id}
+        if after is not None:
+            body["after"] = after
+        if limit is not None:
+            body["limit"] = limit
+        return await self._ext("POST", "/ext/trajectory", body)
+
+    async def triggers_register(self, triggers: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self._ext("POST", "/ext/triggers", {"triggers": triggers})
+
+    async def triggers_decide(self, turn: int, solver_message: str = "", *, context_id: str = "default",
+                              env_triggers: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"turn": turn, "solver_message": solver_message, "context_id": context_id}
+        if env_triggers is not None:
+            body["env_triggers"] = env_triggers
+        return await self._ext("POST", "/ext/triggers/decide", body)
+
+    async def triggers_state(self) -> dict[str, Any]:
+        return await self._ext("GET", "/ext/triggers")
+
+    async def peer_agents_set(self, peers: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self._ext("POST", "/ext/peer-agents", {"peers": peers})
+
+    async def peer_agents_list(self) -> list[dict[str, Any]]:
+        return (await self._ext("GET", "/ext/peer-agents"))["peers"]
