@@ -88,15 +88,26 @@ class ModelRoles(_Section):
 
 
 class ModelSettings(_Section):
-    """One OpenAI-compatible model endpoint (Ollama, vLLM, llama.cpp, LiteLLM, ...)."""
+    """The model endpoint (OpenAI-compatible: Ollama, vLLM, llama.cpp, LiteLLM; or Anthropic) and per-role models."""
 
     base_url: str | None = Field(None, description="Base URL of the endpoint, e.g. `http://127.0.0.1:11434/v1`.")
     api_key: str | None = Field(None, description="API key sent to `base_url` only. Use `secret:NAME`.")
+    api: str = Field(
+        "openai", pattern=r"^(openai|anthropic)$",
+        description="The API `base_url` speaks: `openai` (Chat Completions) or `anthropic` (Messages).",
+        json_schema_extra={"expects": '"openai" or "anthropic"'})
     default: str | None = Field(None, description="Model used by every role that has none of its own.")
     roles: ModelRoles = Field(default_factory=ModelRoles, description="Per-role models.")
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="`[model.headers]`: extra HTTP headers sent to `base_url` only (values may be refs).")
+    timeout_s: float = Field(120.0, gt=0, description="How long one model request may take, in seconds.")
+    max_retries: int = Field(
+        3, ge=0, le=20, description="How many times a model request is retried on 429, 5xx or a connection error.")
+    endpoints: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="`[model.endpoints.<role>]`: another endpoint for one role (agent, user, judge): "
+                    "`base_url`, `api`, `api_key`, `headers`, `timeout_s`, `max_retries`.")
 
 
 class TaskStepsSettings(_Section):
