@@ -306,6 +306,9 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
             value = raw.get(field_name)
             if isinstance(value, str) and value in bundle.envs:
                 raw[field_name] = bundle.envs[value].id
+            elif isinstance(value, list):  # a list of env names (deploy_agent's env_ids)
+                raw[field_name] = [bundle.envs[v].id if isinstance(v, str) and v in bundle.envs else v
+                                   for v in value]
         if isinstance(raw.get("artifacts"), list):  # load_artifact's list form: {"id": ...} or a bare name
             raw["artifacts"] = [_resolve_entry(a, bundle) for a in raw["artifacts"]]
         out.append(raw)

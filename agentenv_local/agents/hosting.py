@@ -1,0 +1,147 @@
+"""Running agents for a run: in the hub (an ASGI app on the hub's loop), as a subprocess, or at a URL
+someone else serves (a human's endpoint, an agent already running).
+
+`AgentHost.start(spec)` returns a `HostedAgent` with its A2A base URL; `stop()` ends it. Built-in agents
+(`scripted`, `tool-loop`) and Python agents (`file.py[:Class]`, `pkg.mod:Class`) run in the hub by
+default, which costs no process and no HTTP hop to start; `runtime = "subprocess"` runs them as
+`python -m agentenv_local.agents SPEC --port 0` instead (the same code, its own process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentenv_local.errors import AgentenvError
+
+BUILTIN = {"scripted": "agentenv_local.agents.scripted:ScriptedAgent",
+           "tool-loop": "agentenv_local.agents.tool_loop:ToolLoopAgent"}
+READY_TIMEOUT_S = 60.0
+_ANNOUNCE = re.compile(r"serving on (http://\S+)")
+
+
+class AgentStartError(AgentenvError):
+    """An agent could not be started or did not answer in time."""
+
+
+@dataclass
+class HostedAgent:
+    url: str
+    runtime: str  # "in_hub" | "subprocess" | "url"
+    pid: int | None = None
+    _server: Any = None
+    _task: asyncio.Task | None = None
+    _proc: subprocess.Popen | None = None
+    _log: list[str] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._task is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._task), 8)
+                except (TimeoutError, Exception):  # noqa: BLE001 - stop it the hard way
+                    self._server.force_exit = True
+                    self._task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await self._task
+            self._server = None
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                await asyncio.to_thread(self._proc.wait, 5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                await asyncio.to_thread(self._proc.wait, 5)
+
+
+def resolve_spec(spec: str, base_dir: Path | None = None) -> str:
+    """A built-in name, or `file.py[:Class]` (relative to `base_dir`), or `pkg.mod:Class`."""
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    path_part = spec.split(":", 1)[0]
+    if path_part.endswith(".py") and base_dir is not None and not os.path.isabs(path_part):
+        return str(base_dir / spec)
+    return spec
+
+
+async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
+    import uvicorn
+
+    from agentenv_local.env.serve import bind_socket
+
+    from .cli import load_agent
+
+    try:
+        agent = load_agent(spec, **config)
+    except AgentenvError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken agent module: say which and why
+        raise AgentStartError(f"cannot load agent {spec!r}: {type(exc).__name__}: {exc}") from exc
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(agent.app(), log_level="warning", lifespan="on",
+                                           timeout_graceful_shutdown=2, access_log=False))
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]), name=f"agent-{spec}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not server.started:
+        if task.done():
+            raise AgentStartError(f"agent {spec!r} did not start: {task.exception()!r}")
+        if loop.time() > deadline:
+            task.cancel()
+            raise AgentStartError(f"agent {spec!r} did not start in 30 s")
+        await asyncio.sleep(0.005)
+    return HostedAgent(url=f"http://127.0.0.1:{port}", runtime="in_hub", _server=server, _task=task)
+
+
+async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] | None = None,
+                log_path: Path | None = None, timeout: float = READY_TIMEOUT_S) -> HostedAgent:
+    import json
+
+    argv = [sys.executable, "-m", "agentenv_local.agents", spec, "--port", "0"]
+    if config:
+        argv += ["--config", json.dumps(config)]
+    env = {**os.environ, **(env_vars or {})}
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    hosted = HostedAgent(url="", runtime="subprocess", pid=proc.pid, _proc=proc)
+
+    def wait_announce() -> str | None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            hosted._log.append(line.rstrip())
+            found = _ANNOUNCE.search(line)
+            if found:
+                return found.group(1)
+        return None
+
+    try:
+        url = await asyncio.wait_for(asyncio.to_thread(wait_announce), timeout)
+    except TimeoutError:
+        url = None
+    if not url:
+        await hosted.stop()
+        tail = "\n".join(hosted._log[-20:])
+        raise AgentStartError(f"agent {spec!r} (a subprocess) did not start" + (f"; it printed:\n{tail}" if tail else ""))
+    hosted.url = url.rstrip("/")
+    # Keep draining its stderr so a chatty agent never blocks on a full pipe.
+    log = open(log_path, "a") if log_path else None  # noqa: SIM115 - closed by the drain thread
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if log:
+                log.write(line)
+        if log:
+            log.close()
+
+    asyncio.get_running_loop().run_in_executor(None, drain)
+    return hosted

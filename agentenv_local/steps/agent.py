@@ -1,0 +1,366 @@
+"""`deploy_agent`, `deploy_human_agent` and `prompt_agent`: A2A agents in a run.
+
+`deploy_agent` starts an agent (a built-in: `scripted`, `tool-loop`; a Python agent `file.py[:Class]` or
+`pkg.mod:Class`; or an agent someone already serves, `a2a_url`), sets its identity and config over
+agent-config/v1, registers the envs it may use over mcp-config/v1 (the env's gateway MCP URL with the
+`AgentEnv-Role` header), installs skills, and records the reference's `DeployedAgent` in the run's
+`deployed_agents`. Its teardown stops what it started.
+
+`prompt_agent` sends a prompt, polls the task to its end (or its timeout: then the step fails with the
+agent's last state), reads the agent's trajectory (trajectory/v1) into the object store, and appends a
+`PromptResponse` to `prompt_responses`. With `max_conversation_turns` > 1 and a user simulator
+(`user_agent_name`, any deployed agent, such as a scripted one), the simulator answers each reply until it
+ends the conversation (a data part `{"end_conversation": true}` or `{"done": true}`) or the turns run out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from agentenv_local.errors import AgentenvError, StepError
+from agentenv_local.tasks.step import Step
+
+if TYPE_CHECKING:
+    from agentenv_local.tasks.context import StepContext
+
+ROLE_HEADER = "AgentEnv-Role"
+TRAJECTORY_INLINE_EVENTS = 2000  # more stays in the object store only
+_HOSTED: dict[str, Any] = {}  # instance id -> HostedAgent, for the teardown of agents this process started
+
+
+def _utc(ts: datetime) -> str:
+    return ts.isoformat().replace("+00:00", "Z")
+
+
+def deployed_agent(ctx: "StepContext", name: str) -> dict:
+    for record in reversed(ctx.state.get("deployed_agents", [])):
+        if record.get("agent_name") == name and not record.get("torn_down"):
+            return record
+    known = [r.get("agent_name") for r in ctx.state.get("deployed_agents", []) if not r.get("torn_down")]
+    raise StepError(f"step {ctx.step.id!r}: no agent named {name!r} is deployed in this run"
+                    + (f" (deployed: {', '.join(known)})" if known else ""),
+                    hint="add a deploy_agent step with that agent_name and list it in depends_on")
+
+
+class DeployAgentStep(Step):
+    """Start (or attach to) an A2A agent and connect it to the run's envs."""
+
+    type: ClassVar[str] = "deploy_agent"
+    deploys: ClassVar[bool] = True
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_ids",)
+
+    a2a_agent_id: str = Field(default="scripted", min_length=1)
+    a2a_agent_version: int | None = None
+    agent_name: str = Field(default="default-agent", min_length=1)
+    agent_description: str | None = None
+    a2a_url: str | None = None  # an agent that is already served: attach, start nothing
+    runtime: Literal["auto", "in_hub", "subprocess"] = "auto"
+    env_ids: list[str] = Field(default_factory=list)
+    role: str | None = None
+    system_prompt: str | None = None
+    model: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)  # more agent-config fields (a scripted agent's plan)
+    skills: list[dict[str, Any]] = Field(default_factory=list)  # inline skills {name, description, skill_md}
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    sandbox_type: str | None = None
+    ttl_seconds: int = Field(default=7200, ge=60, le=1_209_600)
+    ready_timeout_seconds: float = Field(default=60, gt=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def config_problems(self) -> list[str]:
+        problems = []
+        if self.a2a_url and not self.a2a_url.startswith(("http://", "https://")):
+            problems.append(f"a2a_url: {self.a2a_url!r} is not an http(s) URL")
+        if self.runtime == "subprocess" and self.a2a_url:
+            problems.append("runtime: an agent at a2a_url is not started here; drop runtime")
+        return problems
+
+    async def execute(self, ctx: "StepContext") -> None:
+        from agentenv_local.agents.client import A2AClient
+        from agentenv_local.agents.hosting import resolve_spec, serve_in_hub, spawn
+
+        for record in ctx.state.get("deployed_agents", []):
+            if record.get("agent_name") == self.agent_name and not record.get("torn_down"):
+                if record.get("step_id") == self.id:  # a retry of this step: replace its agent
+                    await _stop_record(record)
+                else:
+                    raise StepError(f"step {self.id!r}: an agent named {self.agent_name!r} is already deployed "
+                                    f"(by step {record.get('step_id')!r})", hint="give this one another agent_name")
+        instance_id = f"agent-{uuid.uuid4().hex[:12]}"
+        config = self._agent_config(ctx)
+        hosted = None
+        if self.a2a_url:
+            url, runtime = self.a2a_url.rstrip("/"), "url"
+        else:
+            spec = resolve_spec(self.a2a_agent_id)
+            runtime = "in_hub" if self.runtime == "auto" else self.runtime
+            try:
+                if runtime == "in_hub":
+                    hosted = await serve_in_hub(spec, {})
+                else:
+                    hosted = await spawn(spec, {}, env_vars=self.env_vars,
+                                         log_path=ctx.services.paths.logs_dir / f"{instance_id}.log",
+                                         timeout=self.ready_timeout_seconds)
+            except AgentenvError as exc:
+                raise StepError(f"step {self.id!r}: could not start agent {self.a2a_agent_id!r}: {exc.message}",
+                                hint=exc.hint) from exc
+            _HOSTED[instance_id] = hosted
+            url = hosted.url
+        try:
+            async with A2AClient(url, timeout=self.ready_timeout_seconds) as client:
+                card = await client.card()
+                if config:
+                    await client.agent_config_set(**config)
+                for env_id in self.env_ids:
+                    env = ctx.deployed_env(env_id)
+                    headers = {ROLE_HEADER: self.role} if self.role else {}
+                    await client.mcp_config_add(env["mcp_url"], headers=headers, name=_server_name(env_id))
+                for skill in self.skills:
+                    await client.skill_add(skill["name"], skill.get("description", ""), skill["skill_md"])
+        except AgentenvError as exc:
+            if hosted is not None:
+                await hosted.stop()
+                _HOSTED.pop(instance_id, None)
+            raise StepError(f"step {self.id!r}: agent {self.agent_name!r} at {url} did not accept its setup: "
+                            f"{exc.message}", hint=exc.hint) from exc
+        created = datetime.now(timezone.utc)
+        record = {"agent_name": self.agent_name, "a2a_agent_id": self.a2a_agent_id, "a2a_url": url, "api_url": url,
+                  "a2a_card": card, "instance_id": instance_id, "role": self.role, "runtime": runtime,
+                  "pid": hosted.pid if hosted else None, "sandbox_id": None, "sandbox_type": None,
+                  "env_ids": list(self.env_ids), "on_host": True, "step_id": self.id,
+                  "created_at_utc": _utc(created),
+                  "expires_at_utc": _utc(created + timedelta(seconds=self.ttl_seconds))}
+        ctx.state.setdefault("deployed_agents", []).append(record)
+        ctx.emit("agent.deployed", {"agent_name": self.agent_name, "a2a_url": url, "runtime": runtime})
+        ctx.log(f"deployed agent {self.agent_name!r} ({self.a2a_agent_id}, {runtime}) at {url}",
+                instance_id=instance_id)
+
+    def _agent_config(self, ctx: "StepContext") -> dict[str, Any]:
+        config = {"name": self.agent_name, **self.config}
+        for key, value in (("description", self.agent_description), ("role", self.role),
+                           ("system_prompt", self.system_prompt), ("model", self.model)):
+            if value is not None:
+                config[key] = value
+        return config
+
+    async def teardown(self, ctx: "StepContext") -> None:
+        for record in ctx.state.get("deployed_agents", []):
+            if record.get("step_id") == self.id and not record.get("torn_down"):
+                await _stop_record(record)
+                ctx.log(f"stopped agent {record['agent_name']!r}")
+
+
+def _server_name(env_id: str) -> str:
+    """The name an agent knows an env's MCP server by: the env id's last segment (`@local/b/mail` -> `mail`)."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", env_id.rstrip("/").rsplit("/", 1)[-1]).lstrip("-._") or "env"
+    return name[:128]
+
+
+async def _stop_record(record: dict) -> None:
+    hosted = _HOSTED.pop(record.get("instance_id"), None)
+    if hosted is not None:
+        await hosted.stop()
+    elif record.get("pid"):  # started by a hub that is gone: its process may still run
+        import os
+        import signal
+
+        try:
+            os.kill(record["pid"], signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    record["torn_down"] = True
+
+
+class DeployHumanAgentStep(Step):
+    """Register a person's A2A endpoint as an agent of the run (nothing is started)."""
+
+    type: ClassVar[str] = "deploy_human_agent"
+
+    agent_name: str = Field(default="human_agent", min_length=1)
+    a2a_url: str = Field(min_length=1)
+
+    async def execute(self, ctx: "StepContext") -> None:
+        from agentenv_local.agents.client import A2AClient
+
+        card = None
+        try:  # best effort, as the reference does: a person's endpoint may serve no card
+            async with A2AClient(self.a2a_url, timeout=10) as client:
+                card = await client.card()
+        except AgentenvError as exc:
+            ctx.log(f"no agent card at {self.a2a_url}: {exc.message}", level="warning")
+        ctx.state.setdefault("deployed_agents", []).append({
+            "agent_name": self.agent_name, "a2a_url": self.a2a_url.rstrip("/"), "api_url": self.a2a_url,
+            "a2a_card": card, "instance_id": f"human-{uuid.uuid4().hex[:12]}", "runtime": "url", "human": True,
+            "step_id": self.id})
+        ctx.metadata.setdefault("human_agents", []).append(self.agent_name)
+
+
+class PromptAgentStep(Step):
+    """Prompt a deployed agent (one turn, or a conversation with a user simulator) and record its reply."""
+
+    type: ClassVar[str] = "prompt_agent"
+
+    prompt: str | None = None
+    parts: list[dict[str, Any]] | None = None
+    prompt_id: str | None = None  # None: the step id
+    agent_name: str = Field(default="default-agent", min_length=1)
+    timeout_seconds: float = Field(default=600, gt=0)
+    poll_interval_seconds: float = Field(default=0.05, gt=0)
+    system_prompt: str | None = None
+    model: str | None = None
+    output_format: dict[str, Any] | None = None  # a JSON schema: the reply's structured output
+    context_id: str | None = None  # continue a conversation: an A2A context id, or "prompt:<prompt_id>"
+    max_conversation_turns: int = Field(default=1, ge=1, le=1000)
+    user_agent_name: str | None = None
+    user_agent_timeout_seconds: float = Field(default=600, gt=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _prompt_or_parts(self) -> "PromptAgentStep":
+        if not self.prompt and not self.parts:
+            raise ValueError("give a prompt (text) or parts (A2A parts)")
+        return self
+
+    def config_problems(self) -> list[str]:
+        if self.max_conversation_turns > 1 and not self.user_agent_name:
+            return ["user_agent_name: a conversation of more than one turn needs a user simulator (an agent "
+                    "deployed with deploy_agent, e.g. a scripted one) or a human agent"]
+        return []
+
+    async def execute(self, ctx: "StepContext") -> None:
+        from agentenv_local.agents.client import A2AClient
+
+        agent = deployed_agent(ctx, self.agent_name)
+        prompt_id = self.prompt_id or self.id
+        context_id = self._context_id(ctx)
+        user = deployed_agent(ctx, self.user_agent_name) if self.user_agent_name else None
+        started = time.monotonic()
+        turns: list[dict[str, Any]] = []
+        async with A2AClient(agent["a2a_url"], timeout=min(self.timeout_seconds, 60)) as client:
+            config = {k: v for k, v in (("system_prompt", self.system_prompt), ("model", self.model),
+                                        ("output_format", self.output_format)) if v is not None}
+            if config:
+                await self._set_config(client, config)
+            message: Any = self.parts if self.parts else self.prompt
+            task = None
+            for turn in range(self.max_conversation_turns):
+                task = await self._ask(ctx, client, agent, message, context_id, self.timeout_seconds)
+                context_id = task.raw.get("contextId") or context_id
+                turns.append({"turn": turn, "prompt": _text_of(message), "response": task.text,
+                              "state": task.state, "task_id": task.raw.get("id")})
+                if task.state != "completed" or user is None or turn == self.max_conversation_turns - 1:
+                    break
+                reply = await self._ask_user(ctx, user, task.text, context_id, turn)
+                turns[-1]["user_reply"] = reply.text
+                if _ends_conversation(reply):
+                    turns[-1]["ended_by_user"] = True
+                    break
+                message = reply.text
+            trajectory, trajectory_key = await self._trajectory(ctx, client, context_id, prompt_id)
+        assert task is not None
+        response = {
+            "prompt_id": prompt_id, "step_id": self.id, "agent_name": self.agent_name,
+            "prompt_text": _text_of(self.parts if self.parts else self.prompt), "response": task.text,
+            "structured_output": task.structured_output, "a2a_context_id": context_id,
+            "a2a_task_id": task.raw.get("id"), "state": task.state, "turns": turns,
+            "tool_call_count": sum(1 for e in trajectory if isinstance(e, dict) and e.get("type") == "tool_call"),
+            "model": self.model, "trajectory": trajectory[:TRAJECTORY_INLINE_EVENTS],
+            "agent_trajectory_object_key": trajectory_key, "duration_s": round(time.monotonic() - started, 4),
+            "error_type": None, "error_code": None, "error_message": None,
+        }
+        error = task.error
+        if error:
+            response.update(error_type=error.get("error_type"), error_code=error.get("error_code"),
+                            error_message=error.get("error_message"))
+        ctx.state.setdefault("prompt_responses", []).append(response)
+        ctx.emit("agent.prompted", {"agent_name": self.agent_name, "prompt_id": prompt_id, "state": task.state,
+                                    "turns": len(turns)})
+        if task.state != "completed":
+            detail = (error or {}).get("error_message") or task.text or "no message"
+            raise StepError(f"step {self.id!r}: agent {self.agent_name!r} ended in state {task.state!r}: {detail}")
+        ctx.log(f"agent {self.agent_name!r} answered {prompt_id!r} in {len(turns)} turn(s)")
+
+    def _context_id(self, ctx: "StepContext") -> str | None:
+        if not self.context_id:
+            return None
+        if self.context_id.startswith("prompt:"):
+            wanted = self.context_id.removeprefix("prompt:")
+            for response in reversed(ctx.state.get("prompt_responses", [])):
+                if response.get("prompt_id") == wanted:
+                    return response.get("a2a_context_id")
+            raise StepError(f"step {self.id!r}: context_id names prompt {wanted!r}, which no earlier step made")
+        return self.context_id
+
+    async def _set_config(self, client: Any, config: dict[str, Any]) -> None:
+        """Send only the agent-config fields the agent's card says it takes (the reference's rule)."""
+        card = await client.card()
+        supported = None
+        for ext in (card.get("capabilities") or {}).get("extensions") or []:
+            if str(ext.get("uri", "")).startswith("urn:agentenv:agent-config/"):
+                methods = ((ext.get("params") or {}).get("methods") or {})
+                supported = ((methods.get("set") or {}).get("request") or {}).get("supported")
+        if supported is not None:
+            config = {k: v for k, v in config.items() if k in supported}
+        if config:
+            await client.agent_config_set(**config)
+
+    async def _ask(self, ctx: "StepContext", client: Any, agent: dict, message: Any, context_id: str | None,
+                   timeout: float) -> Any:
+        try:
+            task = await client.send(message, context_id=context_id)
+            task = await client.wait(task, timeout=timeout, poll_interval=self.poll_interval_seconds)
+        except AgentenvError as exc:
+            raise StepError(f"step {self.id!r}: prompting agent {agent['agent_name']!r} failed: {exc.message}",
+                            hint=exc.hint) from exc
+        if task.timed_out:
+            try:
+                await client.cancel(task.raw.get("id"))
+            except AgentenvError:
+                pass
+            raise StepError(f"step {self.id!r}: agent {agent['agent_name']!r} did not finish within {timeout:g} s; "
+                            f"its last state: {task.state}" + (f" ({task.text})" if task.text else ""),
+                            hint="raise timeout_seconds, or look at the agent's trajectory")
+        return task
+
+    async def _ask_user(self, ctx: "StepContext", user: dict, agent_text: str, context_id: str | None,
+                        turn: int) -> Any:
+        from agentenv_local.agents.client import A2AClient
+
+        async with A2AClient(user["a2a_url"], timeout=60) as client:
+            return await self._ask(ctx, client, user, agent_text, f"user-{context_id}" if context_id else None,
+                                   self.user_agent_timeout_seconds)
+
+    async def _trajectory(self, ctx: "StepContext", client: Any, context_id: str | None,
+                          prompt_id: str) -> tuple[list, str | None]:
+        if not context_id:
+            return [], None
+        try:
+            page = await client.trajectory_get(context_id=context_id)
+        except AgentenvError as exc:  # an agent without trajectory/v1: the reply still counts
+            ctx.log(f"agent trajectory not available: {exc.message}", level="warning")
+            return [], None
+        events = list(page.get("trajectory") or page.get("events") or [])
+        key = f"runs/{ctx.run_id}/trajectories/{prompt_id}.json"
+        ctx.store.objects.put(key, json.dumps(events, default=str).encode(), "application/json")
+        return events, key
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and "text" in p)
+    return ""
+
+
+def _ends_conversation(task: Any) -> bool:
+    data = task.data or {}
+    return bool(data.get("end_conversation") or data.get("done"))
