@@ -185,6 +185,19 @@ class A2AClient:
             self._http = httpx2.AsyncClient(timeout=self._timeout, headers=self._headers)
         return self._http
 
+    @staticmethod
+    async def _send_http(request: Any, url: str) -> Any:
+        """Await an HTTP request; a transport failure becomes an A2AError a person can act on."""
+        import httpx2
+
+        try:
+            return await request
+        except httpx2.TimeoutException as exc:
+            raise A2AError(f"{url} did not answer in time ({type(exc).__name__})",
+                           hint="is the agent overloaded or stuck? raise the timeout") from None
+        except httpx2.TransportError as exc:
+            raise A2AError(f"cannot reach {url}: {exc}", hint="is the agent running at that address?") from None
+
     # --- card -------------------------------------------------------------------------------------------
 
     async def card(self, *, refresh: bool = False) -> dict[str, Any]:
@@ -193,7 +206,7 @@ class A2AClient:
         http = self._client()
         answer = None
         for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
-            answer = await http.get(self.base_url + path)
+            answer = await self._send_http(http.get(self.base_url + path), self.base_url + path)
             if answer.status_code != 404:
                 break
         if answer is None or answer.status_code >= 400:
@@ -244,7 +257,7 @@ class A2AClient:
         method = method_03 if self.protocol == "0.3" else method_10
         body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
         headers = {"A2A-Version": "1.0"} if self.protocol == "1.0" else {}
-        answer = await self._client().post(self.rpc_url, json=body, headers=headers)
+        answer = await self._send_http(self._client().post(self.rpc_url, json=body, headers=headers), self.rpc_url)
         if answer.status_code >= 400 and "json" not in answer.headers.get("content-type", ""):
             raise A2AError(f"{self.rpc_url} answered HTTP {answer.status_code} to {method}")
         try:
@@ -320,7 +333,7 @@ class A2AClient:
     async def _ext(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         http = self._client()
         url = self.base_url + path
-        answer = await (http.get(url) if method == "GET" else http.post(url, json=body or {}))
+        answer = await self._send_http(http.get(url) if method == "GET" else http.post(url, json=body or {}), url)
         try:
             payload = answer.json()
         except ValueError:

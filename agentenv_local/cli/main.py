@@ -18,11 +18,13 @@ from agentenv_local import __version__
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("agentenv_local.cli.run:run", "Run a bundle's tasks, or list the bundles there are."),
     "runs": ("agentenv_local.cli.runs:runs", "List, show, resume and cancel runs."),
+    "human": ("agentenv_local.cli.human:human", "Answer the questions human agents of live runs wait on."),
     "task": ("agentenv_local.cli.task:task", "Create, get, validate and run stored tasks."),
     "artifact": ("agentenv_local.cli.artifact:artifact", "Put, get and list artifacts (files and file bundles)."),
     "eval": ("agentenv_local.cli.eval:eval_group", "Create and run evals (sets of tasks)."),
     "env": ("agentenv_local.cli.env:env_group", "Put, deploy and develop environments (MCP servers, multi envs)."),
     "gateway": ("agentenv_local.cli.gateway:gateway_group", "Use a deployed env's gateway from stdio MCP clients."),
+    "agent": ("agentenv_local.cli.agent:agent_group", "Store, list, deploy and validate A2A agents."),
     "sandbox": ("agentenv_local.cli.sandbox:sandbox_group", "Set up Podman; list, exec into, read logs of and prune sandboxes."),
     "image": ("agentenv_local.cli.image:image_group", "Build, import and list images in Podman's local storage."),
     "config": ("agentenv_local.cli.config:config", "Show the resolved configuration and where each value came from."),

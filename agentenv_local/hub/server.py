@@ -66,6 +66,9 @@ class Hub:
         # Instances a dead hub left running are marked terminated and their processes killed here.
         self.envs = EnvManager(self.store, paths, self.loop, services=self.services)
         self.services.envs = self.envs
+        from agentenv_local.agents.instances import AgentInstances
+
+        self.agents = AgentInstances(self.store, paths)  # `agentenv agent deploy`: agents that stay up
         self.runner = Runner(self.services, self.session_id, self.loop)
         self._connections: set[int] = set()
         self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
@@ -206,6 +209,9 @@ class Hub:
             "envs.instances": self._op_envs_instances,
             "envs.teardown": self._op_envs_teardown,
             "envs.bind_role": self._op_envs_bind_role,
+            "agents.deploy": self._op_agents_deploy,
+            "agents.instances": self._op_agents_instances,
+            "agents.teardown": self._op_agents_teardown,
         }
 
     def on_loop(self, fn: Callable[[], Any], timeout: float | None = 30) -> Any:
@@ -285,6 +291,17 @@ class Hub:
     def _op_envs_teardown(self, instance_id: str, conn_id=None) -> dict:
         return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)
 
+    def _op_agents_deploy(self, agent_id: str, version: int | None = None, runtime: str = "in_hub",
+                          config: dict | None = None, conn_id=None) -> dict:
+        return asyncio.run_coroutine_threadsafe(
+            self.agents.deploy(agent_id, version, runtime=runtime, config=config), self.loop).result(300)
+
+    def _op_agents_instances(self, status: str | None = None, conn_id=None) -> list[dict]:
+        return self.agents.instances(status)
+
+    def _op_agents_teardown(self, instance_id: str, conn_id=None) -> dict:
+        return asyncio.run_coroutine_threadsafe(self.agents.teardown(instance_id), self.loop).result(120)
+
     def _op_review(self, review_id: str, decision: str, conn_id=None) -> dict:
         if decision not in ("continue", "abort"):
             raise HubError(f"a review decision is 'continue' or 'abort', not {decision!r}")
@@ -345,6 +362,8 @@ class Hub:
         while self._inflight and time.monotonic() < deadline:
             time.sleep(0.01)
         self.envs.close()  # deployed env instances: their gateways and servers stop with the hub
+        with contextlib.suppress(Exception):  # agents `agentenv agent deploy` started
+            asyncio.run_coroutine_threadsafe(self.agents.aclose(), self.loop).result(30)
         with contextlib.suppress(Exception):  # warm pools, a Podman service we started
             asyncio.run_coroutine_threadsafe(self.services.aclose(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)

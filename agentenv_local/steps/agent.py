@@ -48,6 +48,29 @@ def deployed_agent(ctx: "StepContext", name: str) -> dict:
                     hint="add a deploy_agent step with that agent_name and list it in depends_on")
 
 
+def has_extension(card: dict | None, name: str) -> bool:
+    """Does the card list the `urn:agentenv:<name>/v…` extension?"""
+    return any(str(e.get("uri", "")).startswith(f"urn:agentenv:{name}/")
+               for e in ((card or {}).get("capabilities") or {}).get("extensions") or [] if isinstance(e, dict))
+
+
+async def set_agent_config(client: Any, card: dict, config: dict[str, Any]) -> dict[str, Any]:
+    """Send the agent-config fields the card says the agent takes (the reference's rule: only those); an agent
+    without agent-config/v1 gets none. Returns what was sent."""
+    if not config or not has_extension(card, "agent-config"):
+        return {}
+    supported = None
+    for ext in (card.get("capabilities") or {}).get("extensions") or []:
+        if isinstance(ext, dict) and str(ext.get("uri", "")).startswith("urn:agentenv:agent-config/"):
+            methods = (ext.get("params") or {}).get("methods") or {}
+            supported = ((methods.get("set") or {}).get("request") or {}).get("supported")
+    if supported is not None:
+        config = {k: v for k, v in config.items() if k in supported}
+    if config:
+        await client.agent_config_set(**config)
+    return config
+
+
 class DeployAgentStep(Step):
     """Start (or attach to) an A2A agent and connect it to the run's envs."""
 
@@ -65,8 +88,9 @@ class DeployAgentStep(Step):
     role: str | None = None
     system_prompt: str | None = None
     model: str | None = None
+    model_role: Literal["agent", "user", "judge"] = "agent"  # whose [model] endpoint a tool-loop agent uses
     config: dict[str, Any] = Field(default_factory=dict)  # more agent-config fields (a scripted agent's plan)
-    skills: list[dict[str, Any]] = Field(default_factory=list)  # inline skills {name, description, skill_md}
+    skills: list[str | dict[str, Any]] = Field(default_factory=list)  # skill ids or inline skills (agent_extras)
     env_vars: dict[str, str] = Field(default_factory=dict)
     sandbox_type: str | None = None
     ttl_seconds: int = Field(default=7200, ge=60, le=1_209_600)
@@ -81,7 +105,23 @@ class DeployAgentStep(Step):
             problems.append("runtime: an agent at a2a_url is not started here; drop runtime")
         return problems
 
+    def _needs_model(self) -> bool:
+        return self.a2a_agent_id == "tool-loop" and not self.a2a_url and not self.config.get("base_url")
+
+    def config_preflight(self, config: Any) -> list[str]:
+        if not self._needs_model():
+            return []
+        from agentenv_local.errors import ConfigError
+        from agentenv_local.models import resolve_endpoint
+
+        try:
+            resolve_endpoint(config, self.model_role, model=self.model)
+        except ConfigError as exc:
+            return [f"the tool-loop agent needs a model: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")]
+        return []
+
     async def execute(self, ctx: "StepContext") -> None:
+        from agentenv_local.agents import registry
         from agentenv_local.agents.client import A2AClient
         from agentenv_local.agents.hosting import resolve_spec, serve_in_hub, spawn
 
@@ -93,18 +133,23 @@ class DeployAgentStep(Step):
                     raise StepError(f"step {self.id!r}: an agent named {self.agent_name!r} is already deployed "
                                     f"(by step {record.get('step_id')!r})", hint="give this one another agent_name")
         instance_id = f"agent-{uuid.uuid4().hex[:12]}"
-        config = self._agent_config(ctx)
+        try:
+            stored = registry.resolve(ctx.store, self.a2a_agent_id, self.a2a_agent_version)
+        except AgentenvError as exc:
+            raise StepError(f"step {self.id!r}: {exc.message}", hint=exc.hint) from exc
+        config = {**stored["config"], **self._agent_config(ctx)}
         hosted = None
-        if self.a2a_url:
-            url, runtime = self.a2a_url.rstrip("/"), "url"
+        a2a_url = self.a2a_url or stored["url"]
+        if a2a_url:
+            url, runtime = a2a_url.rstrip("/"), "url"
         else:
-            spec = resolve_spec(self.a2a_agent_id)
+            spec = resolve_spec(stored["spec"])
             runtime = "in_hub" if self.runtime == "auto" else self.runtime
             try:
                 if runtime == "in_hub":
                     hosted = await serve_in_hub(spec, {})
                 else:
-                    hosted = await spawn(spec, {}, env_vars=self.env_vars,
+                    hosted = await spawn(spec, {}, env_vars={**stored["env_vars"], **self.env_vars},
                                          log_path=ctx.services.paths.logs_dir / f"{instance_id}.log",
                                          timeout=self.ready_timeout_seconds)
             except AgentenvError as exc:
@@ -115,14 +160,18 @@ class DeployAgentStep(Step):
         try:
             async with A2AClient(url, timeout=self.ready_timeout_seconds) as client:
                 card = await client.card()
-                if config:
-                    await client.agent_config_set(**config)
+                await set_agent_config(client, card, config)
+                if self.env_ids and not has_extension(card, "mcp-config"):
+                    raise StepError(f"step {self.id!r}: agent {self.agent_name!r} does not offer mcp-config/v1, so "
+                                    "it cannot be given env_ids", hint="drop env_ids, or use an agent that does")
                 for env_id in self.env_ids:
                     env = ctx.deployed_env(env_id)
                     headers = {ROLE_HEADER: self.role} if self.role else {}
                     await client.mcp_config_add(env["mcp_url"], headers=headers, name=_server_name(env_id))
-                for skill in self.skills:
-                    await client.skill_add(skill["name"], skill.get("description", ""), skill["skill_md"])
+                from .agent_extras import resolve_skills
+
+                for skill in resolve_skills(ctx, self.skills):
+                    await client.skill_add(skill["name"], skill["description"], skill["skill_md"])
         except AgentenvError as exc:
             if hosted is not None:
                 await hosted.stop()
@@ -130,7 +179,8 @@ class DeployAgentStep(Step):
             raise StepError(f"step {self.id!r}: agent {self.agent_name!r} at {url} did not accept its setup: "
                             f"{exc.message}", hint=exc.hint) from exc
         created = datetime.now(timezone.utc)
-        record = {"agent_name": self.agent_name, "a2a_agent_id": self.a2a_agent_id, "a2a_url": url, "api_url": url,
+        record = {"agent_name": self.agent_name, "a2a_agent_id": self.a2a_agent_id,
+                  "a2a_agent_version": stored["version"], "a2a_url": url, "api_url": url,
                   "a2a_card": card, "instance_id": instance_id, "role": self.role, "runtime": runtime,
                   "pid": hosted.pid if hosted else None, "sandbox_id": None, "sandbox_type": None,
                   "env_ids": list(self.env_ids), "on_host": True, "step_id": self.id,
@@ -143,6 +193,13 @@ class DeployAgentStep(Step):
 
     def _agent_config(self, ctx: "StepContext") -> dict[str, Any]:
         config = {"name": self.agent_name, **self.config}
+        if self._needs_model():  # the endpoint of the model role, key included (sent to the agent only)
+            from agentenv_local.models import resolve_endpoint
+
+            endpoint = resolve_endpoint(ctx.services.config, self.model_role, model=self.model)
+            config.update(model=endpoint.model, base_url=endpoint.base_url, api=endpoint.api)
+            if endpoint.api_key:
+                config["api_key"] = endpoint.api_key
         for key, value in (("description", self.agent_description), ("role", self.role),
                            ("system_prompt", self.system_prompt), ("model", self.model)):
             if value is not None:
@@ -247,8 +304,7 @@ class PromptAgentStep(Step):
         async with A2AClient(agent["a2a_url"], timeout=min(self.timeout_seconds, 60)) as client:
             config = {k: v for k, v in (("system_prompt", self.system_prompt), ("model", self.model),
                                         ("output_format", self.output_format)) if v is not None}
-            if config:
-                await self._set_config(client, config)
+            await set_agent_config(client, await client.card(), config)
             message: Any = self.parts if self.parts else self.prompt
             task = None
             for turn in range(self.max_conversation_turns):
@@ -298,19 +354,6 @@ class PromptAgentStep(Step):
                     return response.get("a2a_context_id")
             raise StepError(f"step {self.id!r}: context_id names prompt {wanted!r}, which no earlier step made")
         return self.context_id
-
-    async def _set_config(self, client: Any, config: dict[str, Any]) -> None:
-        """Send only the agent-config fields the agent's card says it takes (the reference's rule)."""
-        card = await client.card()
-        supported = None
-        for ext in (card.get("capabilities") or {}).get("extensions") or []:
-            if str(ext.get("uri", "")).startswith("urn:agentenv:agent-config/"):
-                methods = ((ext.get("params") or {}).get("methods") or {})
-                supported = ((methods.get("set") or {}).get("request") or {}).get("supported")
-        if supported is not None:
-            config = {k: v for k, v in config.items() if k in supported}
-        if config:
-            await client.agent_config_set(**config)
 
     async def _ask(self, ctx: "StepContext", client: Any, agent: dict, message: Any, context_id: str | None,
                    timeout: float) -> Any:

@@ -87,6 +87,7 @@ class Runner:
                overrides: dict | None = None) -> dict:
         """Create a queued run and schedule it; returns the run record. Call on the loop thread."""
         task = self.load_task(task_id, version, seed)
+        self._config_preflight(task, task_id)
         run_id = new_run_id(task_id)
         state = new_state(seed)
         state["metadata"].update({"task_id": task_id, "run_group_id": group_id, "user_overrides": overrides or {}})
@@ -103,6 +104,16 @@ class Runner:
         active = ActiveRun(run_id, task, state, keep=keep)
         self._start(active)
         return run
+
+    def _config_preflight(self, task: Any, task_id: str) -> None:
+        """Steps that need configuration (a model endpoint, say) say so before anything deploys."""
+        problems = []
+        for step in task.steps:
+            for problem in step.config_preflight(self.services.config):
+                problems.append(f"step {step.id!r} ({step.type}): {problem}")
+        if problems:
+            raise ValidationError(f"task {task_id} cannot run with this configuration; nothing was started",
+                                  problems=problems, hint="see `agentenv config show`; docs/models.md")
 
     def resume(self, run_id: str) -> dict:
         """Continue an interrupted, failed or errored run from its journal."""

@@ -57,6 +57,11 @@ class Step(BaseModel):
         """Pure checks of the step's own fields beyond their types (no store, no I/O)."""
         return []
 
+    def config_preflight(self, config: Any) -> list[str]:
+        """What this step needs from the configuration and does not find (checked when a run is submitted,
+        before any step runs): e.g. a model endpoint for a role. `config` has `.get("a.b")`."""
+        return []
+
     async def execute(self, ctx: "StepContext") -> None:  # pragma: no cover - abstract
         raise NotImplementedError(f"step type {self.type!r} does not implement execute()")
 

@@ -1,0 +1,116 @@
+"""`agentenv agent validate`: conformance checks against a running A2A agent.
+
+Each check talks to the agent over real HTTP, the way deploy_agent and prompt_agent will: the card,
+the core protocol (message/send, tasks/get to a final state, an unknown method refused), agent-config
+(set, and read back when offered), mcp-config (register an env, list it), the trajectory of a task, and
+skills (when the card offers skill-config). A check the card does not advertise is skipped, not failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentenv_local.errors import AgentenvError
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def _extensions(card: dict) -> set[str]:
+    return {str(e.get("uri", "")).rsplit(":", 1)[-1].split("/")[0]
+            for e in (card.get("capabilities") or {}).get("extensions") or [] if isinstance(e, dict)}
+
+
+async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = None,
+                     timeout: float = 60) -> list[Check]:
+    import httpx2
+
+    from .client import A2AClient
+
+    checks: list[Check] = []
+    async with A2AClient(url, timeout=timeout) as client:
+        try:
+            card = await client.card()
+            missing = [k for k in ("name", "url", "capabilities") if k not in card]
+            checks.append(Check("card", "fail" if missing else "pass",
+                                f"missing {', '.join(missing)}" if missing else f"{card.get('name')!r}"))
+        except AgentenvError as exc:
+            return [Check("card", "fail", exc.message)]
+        extensions = _extensions(card)
+        context_id = None
+        try:
+            task = await client.prompt(prompt, timeout=timeout)
+            context_id = task.raw.get("contextId")
+            ok = task.terminal and not task.timed_out
+            checks.append(Check("core protocol", "pass" if ok else "fail",
+                                f"message/send + tasks/get ended {task.state!r}"))
+        except AgentenvError as exc:
+            checks.append(Check("core protocol", "fail", exc.message))
+        try:
+            async with httpx2.AsyncClient(timeout=timeout) as http:
+                reply = (await http.post(card.get("url") or url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "agentenv/no-such-method", "params": {}})).json()
+            code = (reply.get("error") or {}).get("code")
+            checks.append(Check("unknown method refused", "pass" if code == -32601 else "fail",
+                                f"error code {code}"))
+        except (httpx2.HTTPError, ValueError) as exc:
+            checks.append(Check("unknown method refused", "fail", str(exc)))
+        if "agent-config" in extensions:
+            try:
+                await client.agent_config_set(name="conformance", role="tester")
+                checks.append(Check("agent-config", "pass", "set name and role"))
+            except AgentenvError as exc:
+                checks.append(Check("agent-config", "fail", exc.message))
+        else:
+            checks.append(Check("agent-config", "skip", "not on the card"))
+        if "mcp-config" in extensions:
+            try:
+                await client.mcp_config_add(mcp_url or "http://127.0.0.1:9/mcp", headers={"AgentEnv-Role": "tester"},
+                                            name="conformance")
+                listed = await client.mcp_config_list()
+                found = "conformance" in (listed or {})
+                checks.append(Check("mcp-config", "pass" if found else "fail",
+                                    "added and listed" if found else f"not listed: {listed}"))
+            except AgentenvError as exc:
+                checks.append(Check("mcp-config", "fail", exc.message))
+        else:
+            checks.append(Check("mcp-config", "skip", "not on the card"))
+        if "trajectory" in extensions and context_id:
+            try:
+                page = await client.trajectory_get(context_id=context_id)
+                events = page.get("trajectory") or page.get("events") or []
+                checks.append(Check("trajectory", "pass", f"{len(events)} event(s)"))
+            except AgentenvError as exc:
+                checks.append(Check("trajectory", "fail", exc.message))
+        else:
+            checks.append(Check("trajectory", "skip", "not on the card" if "trajectory" not in extensions
+                                else "no task to read"))
+        if "skill-config" in extensions:
+            try:
+                await client.skill_add("conformance-skill", "a skill the validator installs",
+                                       "---\nname: conformance-skill\ndescription: test\n---\nSay hello.\n")
+                listed = await client.skill_list()
+                items = listed.values() if isinstance(listed, dict) else (listed or [])
+                names = [s.get("name") if isinstance(s, dict) else s for s in items]
+                if isinstance(listed, dict):
+                    names += list(listed)
+                ok = "conformance-skill" in names
+                checks.append(Check("skills", "pass" if ok else "fail", "added and listed" if ok else str(listed)))
+            except AgentenvError as exc:
+                checks.append(Check("skills", "fail", exc.message))
+        else:
+            checks.append(Check("skills", "skip", "not on the card"))
+    return checks
+
+
+def summarize(checks: list[Check]) -> dict[str, Any]:
+    return {"passed": sum(c.status == "pass" for c in checks), "failed": sum(c.status == "fail" for c in checks),
+            "skipped": sum(c.status == "skip" for c in checks), "checks": [c.to_dict() for c in checks]}

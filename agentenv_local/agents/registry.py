@@ -1,0 +1,57 @@
+"""Agent records: what `deploy_agent` and `agentenv agent deploy` can start by id.
+
+A stored agent (`agentenv agent put`) is a document in the `agents` collection, versioned like
+everything else: `{"spec": "scripted" | "tool-loop" | "human" | "file.py[:Class]" | "pkg.mod:Class",
+"url": an already-served agent, "config": default agent-config fields, "env_vars": {...},
+"description": ...}`. The built-in agents need no record: their names are their ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentenv_local.errors import NotFoundError, ValidationError
+
+from .hosting import BUILTIN
+
+COLLECTION = "agents"
+BUILTIN_DESCRIPTIONS = {
+    "scripted": "follows a plan: tool calls, templated replies, conditions; no model (also a user simulator "
+                "and a deterministic judge)",
+    "tool-loop": "calls a model with the env's MCP tools until the model stops ([model] config)",
+    "human": "a person answers, in the TUI or with `agentenv human reply`",
+}
+
+
+def validate_body(body: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ValidationError("an agent record is a JSON object")
+    if bool(body.get("spec")) == bool(body.get("url")):
+        raise ValidationError("an agent record needs exactly one of `spec` (what to start) and `url` (an agent "
+                              "that is already served)")
+    for key in ("config", "env_vars"):
+        if key in body and not isinstance(body[key], dict):
+            raise ValidationError(f"`{key}` must be an object")
+    if body.get("url") and not str(body["url"]).startswith(("http://", "https://")):
+        raise ValidationError(f"`url` {body['url']!r} is not an http(s) URL")
+    return body
+
+
+def resolve(store: Any, agent_id: str, version: int | None = None) -> dict[str, Any]:
+    """{"id", "version", "spec" | "url", "config", "env_vars", "builtin"} for a built-in name or a stored id."""
+    if agent_id in BUILTIN and version is None:
+        return {"id": agent_id, "version": None, "spec": agent_id, "url": None, "config": {}, "env_vars": {},
+                "builtin": True}
+    doc = store.documents.find(COLLECTION, agent_id, version) if store is not None else None
+    if doc is None:
+        if ":" in agent_id or agent_id.endswith(".py"):  # a Python agent named directly
+            return {"id": agent_id, "version": None, "spec": agent_id, "url": None, "config": {}, "env_vars": {},
+                    "builtin": False}
+        known = ", ".join(sorted(BUILTIN))
+        raise NotFoundError(f"agent {agent_id!r}" + (f" v{version}" if version else "") + " not found",
+                            hint=f"built-in agents: {known}; store one with `agentenv agent put`; or name a "
+                                 "Python agent as `file.py:Class` / `package.module:Class`")
+    body = doc["body"]
+    return {"id": agent_id, "version": doc["version"], "spec": body.get("spec"), "url": body.get("url"),
+            "config": dict(body.get("config") or {}), "env_vars": dict(body.get("env_vars") or {}),
+            "builtin": False}
