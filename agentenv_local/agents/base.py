@@ -44,6 +44,16 @@ class Agent:
     async def run(self, request: TaskRequest) -> Any:  # TaskResult | AsyncIterator[TaskProgress | TaskResult]
         raise NotImplementedError(f"{type(self).__name__} must implement `async def run(self, request)`")
 
+    # --- more HTTP surface (optional) ----------------------------------------------------------------------
+
+    def extra_routes(self) -> list[Any]:
+        """Starlette routes served beside the A2A ones (e.g. ``/ext/<yours>`` for people or tools); none by default."""
+        return []
+
+    def card_extensions(self) -> list[dict[str, Any]]:
+        """More ``capabilities.extensions`` entries for the card (``{uri, description, params}``); none by default."""
+        return []
+
     # --- serving ----------------------------------------------------------------------------------------
 
     def app(self, *, public_url: str | None = None) -> Any:

@@ -18,7 +18,13 @@ from typing import Any
 
 from .base import Agent
 
-BUILTINS = {"scripted": "agentenv_local.agents.scripted:ScriptedAgent"}
+def _builtins() -> dict[str, str]:
+    from .hosting import BUILTIN
+
+    return BUILTIN
+
+
+BUILTINS = _builtins()
 
 
 class AgentLoadError(Exception):

@@ -22,6 +22,7 @@ from typing import Any
 from agentenv_local.errors import AgentenvError
 
 BUILTIN = {"scripted": "agentenv_local.agents.scripted:ScriptedAgent",
+           "human": "agentenv_local.agents.human:HumanAgent",
            "tool-loop": "agentenv_local.agents.tool_loop:ToolLoopAgent"}
 READY_TIMEOUT_S = 60.0
 _ANNOUNCE = re.compile(r"serving on (http://\S+)")

@@ -11,6 +11,7 @@ Routes:
     POST     /ext/trajectory                                      trajectory/v1 get
     POST /ext/triggers, POST /ext/triggers/decide, GET /ext/triggers   triggers/v1 register / decide / state
     POST|GET /ext/peer-agents                                     peer-agents/v1 set / list
+    ...and whatever the agent's ``extra_routes()`` adds (its ``card_extensions()`` join the card's extensions)
 
 The JSON-RPC layer is implemented here (no a2a-sdk): the dialect follows the method name. Extension errors are
 HTTP 400/404/409 with ``{"detail": "..."}``.
@@ -65,6 +66,9 @@ PEER_AGENTS_V1 = EXT.format("peer-agents")
 EXTENSION_URIS = (AGENT_CONFIG_V1, MCP_CONFIG_V1, SKILL_CONFIG_V1, TRAJECTORY_V1, TRIGGERS_V1, PEER_AGENTS_V1)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+NONBLOCKING_GRACE_S = 0.05  # see _send: quick tasks answer in the send reply
 
 
 def _now() -> str:
@@ -216,7 +220,7 @@ class AgentRuntime:
             {"uri": PEER_AGENTS_V1, "description": "Configure peer A2A agents available for delegation.",
              "params": {"endpoint": "/ext/peer-agents",
                         "methods": {"set": {"method": "POST"}, "list": {"method": "GET"}}}},
-        ]
+        ] + [dict(e) for e in agent.card_extensions()]
         return {
             "name": cfg.name or agent.name,
             "description": cfg.description or agent.description,
@@ -303,6 +307,11 @@ class AgentRuntime:
         runner.add_done_callback(self._runners.discard)
         if params.blocking:
             await record.done.wait()
+        else:
+            # A quick task answers in the reply to message/send itself, sparing the client a poll; a slow one
+            # is reported as it stands after this short grace, as non-blocking asks.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(record.done.wait()), NONBLOCKING_GRACE_S)
         task = record.to_wire(dialect, params.history_length)
         return task if dialect == "0.3" else {"task": task}
 
@@ -650,6 +659,7 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
                Route(RPC_PATH, rpc, methods=["POST"]),
                Route("/", rpc, methods=["POST"])]
     routes += [Route(path, ext(post, get), methods=methods(post, get)) for path, post, get in extensions]
+    routes += list(agent.extra_routes())
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any):

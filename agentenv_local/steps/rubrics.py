@@ -1,0 +1,441 @@
+"""`rubrics_verifier`: an LLM judge grades an agent's response (and its trajectory) against rubric criteria.
+
+    {"id": "grade", "type": "rubrics_verifier", "prompt_id": "p1",
+     "criteria": [{"id": "answer", "criterion": "States that the total is 42", "weight": 2},
+                  {"criterion": "Uses the calculator tool rather than guessing"}]}
+
+The judge is either a direct model call (the default here: the `judge` role of `[model]`, see
+docs/models.md; structured output asks per criterion for `{id, passed|score, justification}`) or, with
+`use_agent_judge`, an A2A agent already deployed in the run (`judge_agent_name`) that receives the rubric,
+the response and the trajectory as a data part and answers a verdict (the scripted agent's
+`{"score", "passed", "criteria": [{name, passed}]}` works, as does `{"criteria": [{id, passed|score,
+justification}]}`). An answer that cannot be read is asked for once more; if the second is no better, every
+criterion without a verdict is recorded failed with the reason (no exception). A judge that cannot be reached
+at all (model endpoint down, agent missing or timing out) fails the step.
+
+Rows (`ctx.record_verification`): `criterion_index`, `id`, `criterion`, `weight`, `score`, `result`,
+`justification`, `judge_output` (the judge's entry for that criterion); the judge's raw answers are kept in
+the verification's `judge` metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from agentenv_local.errors import AgentenvError, ConfigError, StepError
+from agentenv_local.tasks.scoring import ScoreAggregator
+from agentenv_local.tasks.step import Step
+
+if TYPE_CHECKING:
+    from agentenv_local.tasks.context import StepContext
+
+MAX_RAW_CHARS = 100_000
+JUDGE_ATTEMPTS = 2
+
+SYSTEM_PROMPT = """You are a careful, strict grader. You judge an AI agent's work against a rubric.
+For every criterion decide, from the evidence given (the agent's final response and, when provided, its
+trajectory of model and tool calls), whether the criterion is met. Do not give credit for claims the evidence
+does not support. Answer only with JSON in the required format, one entry per criterion, using the criterion
+ids exactly as given."""
+
+BINARY_FORMAT = ('{"criteria": [{"id": "<criterion id>", "passed": true|false, '
+                 '"justification": "<one or two sentences citing the evidence>"}]}')
+PARTIAL_FORMAT = ('{"criteria": [{"id": "<criterion id>", "score": <number from 0 to 1>, '
+                  '"justification": "<one or two sentences citing the evidence>"}]}')
+
+
+class _Unusable(Exception):
+    """The judge's answer could not be read (carries what could be read and why the rest could not)."""
+
+
+class RubricsVerifierStep(Step):
+    type: ClassVar[str] = "rubrics_verifier"
+
+    criteria: list[dict[str, Any]]
+    prompt_id: str | None = None           # None: the run's latest response
+    agent_name: str | None = None          # only responses of this agent
+    output_format: Literal["rubric_binary", "rubric_partial"] = "rubric_binary"
+    score_aggregator: ScoreAggregator = "weighted_average"
+    verifier_id: str | None = None         # None: the step id
+    use_agent_judge: bool = False
+    judge_agent_name: str | None = None
+    default_model: str | None = None       # overrides the judge role's model name
+    use_trajectory: bool = True
+    trajectory_max_chars: int = Field(default=50_000, ge=0)
+    grading_policy_prompt: str | None = None
+    context_facts_for_judge: str | list[str] | None = None
+    judge_timeout_seconds: float = Field(default=300, gt=0)
+    pass_threshold: float = Field(default=0.5, ge=0, le=1)  # rubric_partial: a score at or above it passes
+
+    # -- checks ---------------------------------------------------------------------------------------
+
+    def config_problems(self) -> list[str]:
+        problems: list[str] = []
+        if not self.criteria:
+            problems.append("criteria: needs at least one criterion")
+        seen: set[str] = set()
+        for i, c in enumerate(self.criteria):
+            where = f"criteria[{i}]"
+            if not isinstance(c, dict):
+                problems.append(f"{where}: must be an object with a \"criterion\", not {type(c).__name__}")
+                continue
+            if not isinstance(c.get("criterion"), str) or not c["criterion"].strip():
+                problems.append(f"{where}.criterion: needs the text of the criterion")
+            cid = c.get("id")
+            if cid is not None and (not isinstance(cid, str) or not cid.strip()):
+                problems.append(f"{where}.id: must be a non-empty string")
+            elif cid is not None:
+                if cid in seen:
+                    problems.append(f"{where}.id: {cid!r} is used twice")
+                seen.add(cid)
+            weight = c.get("weight")
+            if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
+                problems.append(f"{where}.weight: must be a number, not {weight!r}")
+        if self.use_agent_judge and not self.judge_agent_name:
+            problems.append("judge_agent_name: use_agent_judge needs the name of a deployed judge agent")
+        return problems
+
+    def preflight(self, config: Any) -> list[str]:
+        """Problems that need the configuration (no I/O): without an agent judge, the judge model must be set.
+
+        Call it before the run deploys anything; `execute` calls it again first thing."""
+        if self.use_agent_judge:
+            return []
+        from agentenv_local.models import resolve_endpoint
+
+        try:
+            resolve_endpoint(config, "judge", model=self.default_model)
+        except ConfigError as exc:
+            why = (f"step {self.id!r} (rubrics_verifier) needs a judge model: {exc.message} "
+                   "(or set use_agent_judge: true and judge_agent_name)")
+            return [why]
+        return []
+
+    def config_preflight(self, config: Any) -> list[str]:
+        """The runner's check before a run starts (its messages name the step already)."""
+        return [p.split(": ", 1)[1] if p.startswith(f"step {self.id!r}") else p for p in self.preflight(config)]
+
+    # -- running --------------------------------------------------------------------------------------
+
+    async def execute(self, ctx: StepContext) -> None:
+        problems = self.config_problems()
+        if problems:
+            raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
+        problems = self.preflight(ctx.config)
+        if problems:
+            raise StepError("; ".join(problems),
+                            hint="e.g. [model] base_url = \"http://127.0.0.1:11434/v1\" and [model.roles] judge = "
+                                 "\"qwen3:32b\"; see docs/models.md")
+        response = self._response(ctx)
+        criteria = self._criteria()
+        evidence = self._evidence(response)
+        attempts: list[dict[str, Any]] = []
+        verdicts: dict[str, dict[str, Any]] = {}
+        problem: str | None = None
+        judge_info: dict[str, Any] = {}
+        for attempt in range(JUDGE_ATTEMPTS):
+            if self.use_agent_judge:
+                raw, judge_info = await self._ask_agent(ctx, criteria, evidence, problem)
+            else:
+                raw, judge_info = await self._ask_model(ctx, criteria, evidence, problem)
+            verdicts, problem = self._parse(raw, criteria)
+            attempts.append({"attempt": attempt + 1, "raw": _clip_raw(raw), "problem": problem})
+            if problem is None:
+                break
+            ctx.log(f"judge answer {attempt + 1} unusable: {problem}", level="warning")
+        rows = []
+        for index, c in enumerate(criteria):
+            v = verdicts.get(c["id"])
+            row = {**c["source"], "criterion_index": index, "id": c["id"], "criterion": c["criterion"],
+                   "weight": c["weight"], "skipped": False}
+            if v is None:
+                row.update(score=0, result=False, judge_output=None,
+                           justification=f"no usable verdict from the judge after {len(attempts)} attempt(s): "
+                                         f"{problem}")
+            else:
+                row.update(score=v["score"], result=v["result"], justification=v["justification"],
+                           judge_output=v["raw"])
+            rows.append(row)
+        verifier_id = self.verifier_id or self.id
+        score = ctx.record_verification(verifier_id, rows, self.score_aggregator)
+        ctx.metadata["verifications"][verifier_id]["judge"] = {
+            **judge_info, "output_format": self.output_format, "prompt_id": response.get("prompt_id"),
+            "attempts": attempts, "usable": problem is None}
+        passed = sum(1 for r in rows if r["result"])
+        ctx.log(f"{verifier_id}: score {score:g} ({passed}/{len(rows)} criteria passed)")
+
+    def _response(self, ctx: StepContext) -> dict[str, Any]:
+        responses = [r for r in ctx.state.get("prompt_responses", []) if isinstance(r, dict)]
+        matching = [r for r in responses
+                    if (self.prompt_id is None or r.get("prompt_id") == self.prompt_id)
+                    and (self.agent_name is None or r.get("agent_name") == self.agent_name)]
+        if not matching:
+            known = sorted({str(r.get("prompt_id")) for r in responses})
+            what = f"prompt {self.prompt_id!r}" if self.prompt_id else "any prompt"
+            raise StepError(
+                f"step {self.id!r}: no response to {what}"
+                + (f" from agent {self.agent_name!r}" if self.agent_name else "") + " in this run"
+                + (f" (responses exist for: {', '.join(known)})" if known else " (no prompt has been answered yet)"),
+                hint="check prompt_id, and list the prompt_agent step in depends_on")
+        return matching[-1]
+
+    def _criteria(self) -> list[dict[str, Any]]:
+        out = []
+        for i, c in enumerate(self.criteria):
+            weight = c.get("weight")
+            out.append({"id": c.get("id") or f"criterion_{i + 1}", "criterion": c["criterion"].strip(),
+                        "weight": 1.0 if weight is None else float(weight), "source": dict(c)})
+        return out
+
+    def _evidence(self, response: dict[str, Any]) -> dict[str, Any]:
+        text = response.get("response")
+        evidence: dict[str, Any] = {"response": text if isinstance(text, str) else json.dumps(text, default=str)
+                                    if text is not None else ""}
+        for key in ("prompt_text", "structured_output", "error_message", "agent_name"):
+            if response.get(key) not in (None, ""):
+                evidence[key] = response[key]
+        turns = response.get("turns")
+        if isinstance(turns, list) and len(turns) > 1:
+            evidence["conversation"] = turns
+        if self.use_trajectory:
+            events = response.get("trajectory")
+            if isinstance(events, list) and events:
+                evidence["trajectory"], omitted = truncate_events(events, self.trajectory_max_chars)
+                if omitted:
+                    evidence["trajectory_events_omitted"] = omitted
+        return evidence
+
+    def _facts(self) -> list[str]:
+        facts = self.context_facts_for_judge
+        if facts is None:
+            return []
+        return [facts] if isinstance(facts, str) else [str(f) for f in facts]
+
+    def _instructions(self, criteria: list[dict[str, Any]], problem: str | None) -> str:
+        rubric = "\n".join(f"- id {c['id']!r}: {c['criterion']}" for c in criteria)
+        lines = ["Grade the agent's work against these criteria:", rubric, ""]
+        if self.output_format == "rubric_partial":
+            lines.append("For each criterion give a score from 0 (not met at all) to 1 (fully met).")
+        else:
+            lines.append("For each criterion decide passed (true) or not (false).")
+        if self._facts():
+            lines += ["", "Facts to rely on when grading:", *[f"- {f}" for f in self._facts()]]
+        lines += ["", "Answer with JSON exactly like: " + (PARTIAL_FORMAT if self.output_format == "rubric_partial"
+                                                          else BINARY_FORMAT)]
+        if problem:
+            lines += ["", f"Your previous answer could not be used ({problem}). Follow the format exactly."]
+        return "\n".join(lines)
+
+    def _schema(self, criteria: list[dict[str, Any]]) -> dict[str, Any]:
+        verdict: dict[str, Any] = ({"score": {"type": "number", "minimum": 0, "maximum": 1}}
+                                   if self.output_format == "rubric_partial" else {"passed": {"type": "boolean"}})
+        item = {"type": "object", "additionalProperties": False,
+                "required": ["id", *verdict, "justification"],
+                "properties": {"id": {"type": "string", "enum": [c["id"] for c in criteria]}, **verdict,
+                               "justification": {"type": "string"}}}
+        return {"type": "object", "title": "rubric_verdict", "additionalProperties": False, "required": ["criteria"],
+                "properties": {"criteria": {"type": "array", "items": item}}}
+
+    async def _ask_model(self, ctx: StepContext, criteria: list[dict[str, Any]], evidence: dict[str, Any],
+                         problem: str | None) -> tuple[Any, dict[str, Any]]:
+        from agentenv_local.models import Message, ModelError, resolve_model
+
+        try:
+            provider, model = resolve_model(ctx.config, "judge", model=self.default_model)
+        except (ConfigError, ModelError) as exc:
+            raise StepError(f"step {self.id!r}: cannot build the judge model: {exc.message}", hint=exc.hint) from None
+        system = SYSTEM_PROMPT + (f"\n\nGrading policy:\n{self.grading_policy_prompt}"
+                                  if self.grading_policy_prompt else "")
+        user = (self._instructions(criteria, problem) + "\n\nThe evidence (JSON):\n"
+                + json.dumps(evidence, ensure_ascii=False, indent=1, default=str))
+        try:
+            async with asyncio.timeout(self.judge_timeout_seconds):
+                reply = await provider.complete([Message.system(system), Message.user(user)], model=model,
+                                                response_format=self._schema(criteria),
+                                                timeout=self.judge_timeout_seconds)
+        except TimeoutError:
+            raise StepError(f"step {self.id!r}: the judge model did not answer within "
+                            f"{self.judge_timeout_seconds:g} s", hint="raise judge_timeout_seconds") from None
+        except ModelError as exc:
+            raise StepError(f"step {self.id!r}: the judge model call failed: {exc.message}", hint=exc.hint) from None
+        info = {"mode": "model", "model": reply.model, "api": provider.api,
+                "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens}}
+        return reply.text, info
+
+    async def _ask_agent(self, ctx: StepContext, criteria: list[dict[str, Any]], evidence: dict[str, Any],
+                         problem: str | None) -> tuple[Any, dict[str, Any]]:
+        from agentenv_local.agents.client import A2AClient
+
+        record = None
+        for r in reversed(ctx.state.get("deployed_agents", [])):
+            if isinstance(r, dict) and r.get("agent_name") == self.judge_agent_name:
+                record = r
+                break
+        if record is None or not record.get("a2a_url"):
+            known = [str(r.get("agent_name")) for r in ctx.state.get("deployed_agents", []) if isinstance(r, dict)]
+            raise StepError(f"step {self.id!r}: judge agent {self.judge_agent_name!r} is not deployed in this run"
+                            + (f" (deployed: {', '.join(known)})" if known else ""),
+                            hint="add a deploy_agent step for the judge and list it in depends_on")
+        url = str(record["a2a_url"])
+        base = re.sub(r"/a2a/?$", "", url.rstrip("/"))
+        data = {**evidence, "rubric": [{"id": c["id"], "criterion": c["criterion"], "weight": c["weight"]}
+                                       for c in criteria],
+                "output_format": self.output_format,
+                "verdict_format": PARTIAL_FORMAT if self.output_format == "rubric_partial" else BINARY_FORMAT}
+        if self.grading_policy_prompt:
+            data["grading_policy"] = self.grading_policy_prompt
+        if self._facts():
+            data["context_facts"] = self._facts()
+        text = self._instructions(criteria, problem) + "\n\nThe evidence is in the data part of this message."
+        context_id = f"rubrics-{ctx.run_id}-{self.id}-{uuid.uuid4().hex[:8]}"
+        try:
+            async with A2AClient(base) as client:
+                task = await client.prompt([text, data], context_id=context_id, timeout=self.judge_timeout_seconds)
+                if task.timed_out:
+                    try:
+                        await client.cancel(task.id)
+                    except AgentenvError:
+                        pass
+        except AgentenvError as exc:
+            raise StepError(f"step {self.id!r}: could not prompt judge agent {self.judge_agent_name!r} at {base}: "
+                            f"{exc.message}") from None
+        info = {"mode": "agent", "agent_name": self.judge_agent_name, "a2a_url": url,
+                "a2a_context_id": context_id, "a2a_task_id": task.id}
+        if task.timed_out:
+            raise StepError(f"step {self.id!r}: judge agent {self.judge_agent_name!r} did not answer within "
+                            f"{self.judge_timeout_seconds:g} s", hint="raise judge_timeout_seconds")
+        if task.state != "completed":
+            error = task.error or {}
+            message = error.get("error_message") or task.text or task.state
+            if error.get("error_type") == "infra_error":
+                raise StepError(f"step {self.id!r}: judge agent {self.judge_agent_name!r} failed: {message}")
+            return {"__judge_failed__": f"the judge agent ended {task.state}: {message}"}, info
+        structured = task.structured_output
+        return (structured if structured is not None else task.text), info
+
+    # -- reading the verdict --------------------------------------------------------------------------
+
+    def _parse(self, raw: Any, criteria: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], str | None]:
+        """({criterion id: verdict}, None) or (what could be read, why the rest could not)."""
+        if isinstance(raw, dict) and "__judge_failed__" in raw:
+            return {}, raw["__judge_failed__"]
+        value = raw
+        if isinstance(raw, str):
+            text = raw.strip()
+            fence = re.search(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
+            if fence:
+                text = fence.group(1)
+            try:
+                value = json.loads(text)
+            except ValueError:
+                start, end = text.find("{"), text.rfind("}")
+                try:
+                    value = json.loads(text[start:end + 1]) if 0 <= start < end else None
+                except ValueError:
+                    value = None
+                if value is None:
+                    return {}, "the answer is not JSON"
+        items = None
+        if isinstance(value, dict):
+            for key in ("criteria", "results", "verdicts", "rubric"):
+                if isinstance(value.get(key), list):
+                    items = value[key]
+                    break
+            if items is None and len(criteria) == 1 and ("passed" in value or "score" in value):
+                items = [{**value, "id": criteria[0]["id"]}]
+        elif isinstance(value, list):
+            items = value
+        if items is None:
+            return {}, "the answer has no \"criteria\" list"
+        by_id = {c["id"]: c for c in criteria}
+        by_text = {c["criterion"].casefold(): c for c in criteria}
+        verdicts: dict[str, dict[str, Any]] = {}
+        loose: list[tuple[int, dict]] = []
+        for pos, item in enumerate(items):
+            if not isinstance(item, dict):
+                continue
+            target = None
+            for key in ("id", "name", "criterion_id"):
+                if isinstance(item.get(key), str) and item[key] in by_id:
+                    target = by_id[item[key]]
+                    break
+            if target is None:
+                for key in ("criterion", "name"):
+                    if isinstance(item.get(key), str) and item[key].strip().casefold() in by_text:
+                        target = by_text[item[key].strip().casefold()]
+                        break
+            if target is None:
+                loose.append((pos, item))
+                continue
+            verdict = self._verdict(item)
+            if verdict is not None and target["id"] not in verdicts:
+                verdicts[target["id"]] = verdict
+        if loose and len(items) == len(criteria):  # unnamed (or renamed) entries: by position
+            for pos, item in loose:
+                verdict = self._verdict(item)
+                if verdict is not None and criteria[pos]["id"] not in verdicts:
+                    verdicts[criteria[pos]["id"]] = verdict
+        missing = [c["id"] for c in criteria if c["id"] not in verdicts]
+        if missing:
+            return verdicts, "no usable verdict for " + ", ".join(repr(m) for m in missing)
+        return verdicts, None
+
+    def _verdict(self, item: dict[str, Any]) -> dict[str, Any] | None:
+        score = item.get("score")
+        passed = item.get("passed", item.get("result"))
+        numeric = isinstance(score, (int, float)) and not isinstance(score, bool) and 0 <= score <= 1
+        if self.output_format == "rubric_partial":
+            if numeric:
+                value = float(score)
+            elif isinstance(passed, bool):
+                value = 1.0 if passed else 0.0
+            else:
+                return None
+            result = value >= self.pass_threshold
+        else:
+            if isinstance(passed, bool):
+                result = passed
+            elif numeric:
+                result = float(score) >= self.pass_threshold
+            else:
+                return None
+            value = 1.0 if result else 0.0
+        why = item.get("justification") or item.get("reason") or item.get("explanation") or ""
+        return {"score": value, "result": result, "justification": str(why), "raw": item}
+
+
+def truncate_events(events: list[Any], max_chars: int) -> tuple[list[Any], int]:
+    """The events, or the first and last ones that fit in about `max_chars` of JSON; (events, how many cut)."""
+    sizes = [len(json.dumps(e, ensure_ascii=False, default=str)) + 1 for e in events]
+    if sum(sizes) <= max_chars:
+        return list(events), 0
+    head: list[Any] = []
+    used = 0
+    for e, n in zip(events, sizes, strict=True):
+        if used + n > max_chars // 2:
+            break
+        head.append(e)
+        used += n
+    tail: list[Any] = []
+    used = 0
+    for e, n in zip(reversed(events[len(head):]), reversed(sizes[len(head):]), strict=True):
+        if used + n > max_chars - max_chars // 2:
+            break
+        tail.append(e)
+        used += n
+    tail.reverse()
+    omitted = len(events) - len(head) - len(tail)
+    marker = {"type": "truncated", "events_omitted": omitted}
+    return [*head, marker, *tail], omitted
+
+
+def _clip_raw(raw: Any) -> Any:
+    if isinstance(raw, str) and len(raw) > MAX_RAW_CHARS:
+        return raw[:MAX_RAW_CHARS] + f"... [{len(raw) - MAX_RAW_CHARS} more characters]"
+    return raw
