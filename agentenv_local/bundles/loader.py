@@ -1,7 +1,8 @@
 """Read a bundle folder into entities with ids, validating everything before anything is written.
 
 Ids: `@local/<folder path, home as ~>/<name>`; installed bundles use `@local/<distribution>/<bundle>`.
-Bare names in task steps (artifact ids) resolve to the bundle's own entities first.
+Bare names in task steps (artifact ids) resolve to the bundle's own entities first: artifact fields to
+`artifacts/<name>/`, entries of a step's `skills` list to `skills/<name>/`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from agentenv_local.errors import ValidationError
 
 from .discovery import KINDS, describe
 
-NOT_YET = {"agents": "agents (the agents issue)", "skills": "skills (the agents issue)"}
+NOT_YET = {"agents": "agents (the agents issue)"}
 
 
 @dataclass
@@ -36,6 +37,14 @@ class ArtifactEntry:
     files: dict[str, bytes]
     artifact_type: str | None = None
     description: str = ""
+
+
+@dataclass
+class SkillEntry:
+    name: str
+    id: str
+    files: dict[str, bytes]
+    skill: object  # agentenv_local.skills.Skill
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Bundle:
     id_root: str
     description: str
     artifacts: dict[str, ArtifactEntry] = field(default_factory=dict)
+    skills: dict[str, SkillEntry] = field(default_factory=dict)
     tasks: dict[str, TaskEntry] = field(default_factory=dict)
     evals: dict[str, EvalEntry] = field(default_factory=dict)
     envs: dict[str, EnvEntry] = field(default_factory=dict)
@@ -108,6 +118,7 @@ def load_bundle(path: Path, package: str | None = None) -> Bundle:
         if (path / kind).is_dir() and any(not p.name.startswith(".") for p in (path / kind).iterdir()):
             bundle.deferred.append(kind)
     _load_artifacts(bundle, problems)
+    _load_skills(bundle, problems)
     _load_envs(bundle, problems)
     _load_tasks(bundle, problems)
     _load_evals(bundle, problems)
@@ -182,6 +193,43 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             continue
         bundle.artifacts[entry.name] = ArtifactEntry(entry.name, artifact_id, files, kind,
                                                      str(settings.get("description", "")))
+
+
+def _load_skills(bundle: Bundle, problems: list[str]) -> None:
+    """`skills/<name>/` folders (Agent Skills: SKILL.md at the root) -> skill artifacts `<id root>/<name>`."""
+    from agentenv_local.skills import SkillError, skill_from_files
+
+    folder = bundle.path / "skills"
+    if not folder.is_dir():
+        return
+    taken = {a.id: f"artifacts/{a.name}" for a in bundle.artifacts.values()}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.name == "__pycache__":
+            continue
+        where = f"skills/{entry.name}"
+        if not entry.is_dir():
+            problems.append(f"{where}: each skill is a folder (skills/<name>/ with SKILL.md at its root)")
+            continue
+        try:
+            files = read_folder(entry)
+        except OSError as exc:
+            problems.append(f"{where}: cannot read it: {exc.strerror or exc}")
+            continue
+        if not files:
+            problems.append(f"{where}: empty skill folder (it needs SKILL.md at its root)")
+            continue
+        try:
+            skill = skill_from_files(files, where, expected_name=entry.name)
+        except SkillError as exc:
+            problems += exc.problems or [exc.message]
+            continue
+        skill_id = f"{bundle.id_root}/{entry.name}"
+        for clash in (skill_id, f"{skill_id}__files"):
+            if clash in taken:
+                problems.append(f"{where}: its id {clash!r} is also the id of {taken[clash]}; rename one of them")
+                break
+        else:
+            bundle.skills[entry.name] = SkillEntry(entry.name, skill_id, files, skill)
 
 
 def _load_envs(bundle: Bundle, problems: list[str]) -> None:
@@ -311,6 +359,8 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
                                    for v in value]
         if isinstance(raw.get("artifacts"), list):  # load_artifact's list form: {"id": ...} or a bare name
             raw["artifacts"] = [_resolve_entry(a, bundle) for a in raw["artifacts"]]
+        if isinstance(raw.get("skills"), list):  # deploy_agent / add_skills: skill names, {"id": name}, or inline
+            raw["skills"] = [_resolve_skill(s, bundle) for s in raw["skills"]]
         out.append(raw)
     return out
 
@@ -321,3 +371,26 @@ def _resolve_entry(entry: object, bundle: Bundle) -> object:
     if isinstance(entry, dict) and entry.get("id") in bundle.artifacts:
         return {**entry, "id": bundle.artifacts[entry["id"]].id}
     return entry
+
+
+def _resolve_skill(entry: object, bundle: Bundle) -> object:
+    """A bare skill name (or `{"id"|"skill_artifact_id": name}`) -> the bundle's skill id; inline skills stay."""
+    if isinstance(entry, str) and entry in bundle.skills:
+        return bundle.skills[entry].id
+    if isinstance(entry, dict):
+        for key in ("id", "skill_artifact_id"):
+            if isinstance(entry.get(key), str) and entry[key] in bundle.skills:
+                return {**entry, key: bundle.skills[entry[key]].id}
+    return entry
+
+
+def skill_refs(raw: dict) -> list[str]:
+    """The stored skill ids a step's `skills` list names (strings, `{"id"}` or `{"skill_artifact_id"}` entries)."""
+    entries = raw.get("skills")
+    refs = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict):
+            entry = entry.get("id") or entry.get("skill_artifact_id")
+        if isinstance(entry, str):
+            refs.append(entry)
+    return refs

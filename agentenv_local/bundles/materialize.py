@@ -1,7 +1,7 @@
 """Write a bundle's entities into the store as versioned records, only when their content changed.
 
-Preflight first (every artifact a task names must exist in the bundle or the store), then
-artifacts, tasks, evals. A dry run computes the same plan and writes nothing.
+Preflight first (every artifact or skill a task names must exist in the bundle or the store), then
+artifacts, skills, envs, tasks, evals. A dry run computes the same plan and writes nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from agentenv_local.artifacts import files_digest, put_artifact
 from agentenv_local.errors import ValidationError
 
-from .loader import Bundle
+from .loader import Bundle, skill_refs
 
 
 @dataclass
@@ -55,7 +55,7 @@ def preflight(store, bundle: Bundle) -> None:
     from agentenv_local.tasks.step import artifact_refs
 
     types = step_types()
-    bundle_ids = {a.id for a in bundle.artifacts.values()}
+    bundle_ids = {a.id for a in bundle.artifacts.values()} | {s.id for s in bundle.skills.values()}
     problems = []
     for entry in bundle.envs.values():
         for ref in getattr(entry.env, "refs", lambda: [])():
@@ -72,6 +72,15 @@ def preflight(store, bundle: Bundle) -> None:
                     here = ", ".join(bundle.artifacts) or "none"
                     problems.append(f"tasks/{task.source.name}: step {raw.get('id')!r}: field {field_name!r}: "
                                     f"artifact {ref!r} is not in this bundle (artifacts/: {here}) nor in the store")
+            for ref in skill_refs(raw):
+                if ref in bundle_ids or "<" in ref:
+                    continue
+                doc = store.documents.find("artifacts", ref)
+                if doc is None or doc["body"].get("type") != "skill":
+                    here = ", ".join(bundle.skills) or "none"
+                    what = "is not a skill" if doc is not None else "is not in this bundle"
+                    problems.append(f"tasks/{task.source.name}: step {raw.get('id')!r}: field 'skills': skill "
+                                    f"{ref!r} {what} (skills/: {here})" + ("" if doc else " nor in the store"))
     if problems:
         raise ValidationError(f"bundle {bundle.path}: {len(problems)} problem(s); nothing was written or run",
                               problems=problems)
@@ -96,6 +105,14 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
         pinned[art.id] = record("artifacts", art.name, "artifacts", art.id, digest, lambda art=art, digest=digest:
                                 put_artifact(store, art.id, art.files, artifact_type=art.artifact_type,
                                              description=art.description, digest=digest,
+                                             extra={"bundle": str(bundle.path)}, if_changed=True))
+    if bundle.skills:
+        from agentenv_local.skills import put_skill, skill_digest
+
+        for sk in bundle.skills.values():
+            digest = skill_digest(sk.files)
+            pinned[sk.id] = record("skills", sk.name, "artifacts", sk.id, digest, lambda sk=sk, digest=digest:
+                                   put_skill(store, sk.id, sk.files, digest=digest,
                                              extra={"bundle": str(bundle.path)}, if_changed=True))
     _materialize_envs(store, bundle, record, dry_run)
     for task in bundle.tasks.values():
@@ -142,7 +159,8 @@ def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:
     means the same inputs: changing an artifact makes a new task version too.
 
     `<name>_id` fields get `<name>_version` (artifact_id -> artifact_version); entries of an
-    `artifacts` list get `version`. A version the task already names is left alone.
+    `artifacts` list get `version`; skill ids in a `skills` list become `{"id", "version"}` (a
+    `{"skill_artifact_id"}` entry gets `skill_artifact_version`). A version the task already names is left alone.
     """
     from agentenv_local.tasks.model import step_types
 
@@ -162,5 +180,18 @@ def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:
                 else {**a, "version": pinned[a["id"]]} if isinstance(a, dict) and a.get("id") in pinned
                 and a.get("version") is None else a
                 for a in raw["artifacts"]]
+        if isinstance(raw.get("skills"), list):
+            raw["skills"] = [_pin_skill(s, pinned) for s in raw["skills"]]
         out.append(raw)
     return out
+
+
+def _pin_skill(entry: object, pinned: dict[str, int]) -> object:
+    if isinstance(entry, str) and entry in pinned:
+        return {"id": entry, "version": pinned[entry]}
+    if isinstance(entry, dict):
+        if entry.get("id") in pinned and entry.get("version") is None:
+            return {**entry, "version": pinned[entry["id"]]}
+        if entry.get("skill_artifact_id") in pinned and entry.get("skill_artifact_version") is None:
+            return {**entry, "skill_artifact_version": pinned[entry["skill_artifact_id"]]}
+    return entry

@@ -17,10 +17,11 @@ import click
 @click.option("--seeds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV file: one run per row, its columns fill <key> placeholders.")
 @click.option("--sandbox", help="Sandbox provider for steps that don't name one (overrides [sandbox] default).")
+@click.option("--agent", "agent", help="The agent for deploy_agent steps that name none (overrides [agents] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print what would be written and run.")
 @click.option("--json", "as_json", is_flag=True, help="With no BUNDLE: list bundles as JSON. Else: runs as JSON.")
-def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, keep, dry_run, as_json):
+def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_run, as_json):
     """Run a bundle (a folder, or the name of a known bundle), or list the known bundles.
 
     Runs every eval of the bundle (else every task), each --k times, --concurrency at once.
@@ -42,7 +43,7 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, keep, dry_run, as_
         raise ValidationError(f"bundle {folder} has no tasks to run; nothing was written",
                               hint="add a task as tasks/<name>.json (a JSON list of steps)")
     seed_rows = read_seeds_csv(seeds) if seeds else [None]
-    overrides = {"sandbox": sandbox} if sandbox else None
+    overrides = {k: v for k, v in (("sandbox", sandbox), ("agent", agent)) if v} or None
     if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
         click.echo(note, err=True)
     with session() as s:

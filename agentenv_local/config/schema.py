@@ -69,6 +69,15 @@ class SandboxSettings(_Section):
         description="`[sandbox.providers.<name>]`: free-form settings handed to that provider.")
 
 
+class AgentsSettings(_Section):
+    """Which agent runs where a task does not say."""
+
+    default: str = Field(
+        "scripted", min_length=1,
+        description="The agent `deploy_agent` starts when its step names none (`agentenv run --agent` overrides "
+                    "it): a built-in (`scripted`, `tool-loop`, `human`), a stored agent id, or `file.py:Class`.")
+
+
 class SecretsSettings(_Section):
     """Where `secret:NAME` references are looked up."""
 
@@ -126,6 +135,7 @@ class Settings(_Section):
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
     hub: HubSettings = Field(default_factory=HubSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    agents: AgentsSettings = Field(default_factory=AgentsSettings)
     secrets: SecretsSettings = Field(default_factory=SecretsSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
     task_steps: TaskStepsSettings = Field(default_factory=TaskStepsSettings)

@@ -78,7 +78,7 @@ class DeployAgentStep(Step):
     deploys: ClassVar[bool] = True
     env_ref_fields: ClassVar[tuple[str, ...]] = ("env_ids",)
 
-    a2a_agent_id: str = Field(default="scripted", min_length=1)
+    a2a_agent_id: str | None = None  # None: the run's --agent, else [agents] default (scripted)
     a2a_agent_version: int | None = None
     agent_name: str = Field(default="default-agent", min_length=1)
     agent_description: str | None = None
@@ -105,11 +105,16 @@ class DeployAgentStep(Step):
             problems.append("runtime: an agent at a2a_url is not started here; drop runtime")
         return problems
 
-    def _needs_model(self) -> bool:
-        return self.a2a_agent_id == "tool-loop" and not self.a2a_url and not self.config.get("base_url")
+    def agent_id(self, config: Any, overrides: dict | None = None) -> str:
+        """What to start: this step's a2a_agent_id, else the run's --agent, else [agents] default."""
+        return (self.a2a_agent_id or (overrides or {}).get("agent") or config.get("agents.default")
+                or "scripted")
 
-    def config_preflight(self, config: Any) -> list[str]:
-        if not self._needs_model():
+    def _needs_model(self, agent_id: str) -> bool:
+        return agent_id == "tool-loop" and not self.a2a_url and not self.config.get("base_url")
+
+    def config_preflight(self, config: Any, overrides: dict | None = None) -> list[str]:
+        if not self._needs_model(self.agent_id(config, overrides)):
             return []
         from agentenv_local.errors import ConfigError
         from agentenv_local.models import resolve_endpoint
@@ -133,11 +138,12 @@ class DeployAgentStep(Step):
                     raise StepError(f"step {self.id!r}: an agent named {self.agent_name!r} is already deployed "
                                     f"(by step {record.get('step_id')!r})", hint="give this one another agent_name")
         instance_id = f"agent-{uuid.uuid4().hex[:12]}"
+        agent_id = self.agent_id(ctx.services.config, ctx.metadata.get("user_overrides"))
         try:
-            stored = registry.resolve(ctx.store, self.a2a_agent_id, self.a2a_agent_version)
+            stored = registry.resolve(ctx.store, agent_id, self.a2a_agent_version)
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: {exc.message}", hint=exc.hint) from exc
-        config = {**stored["config"], **self._agent_config(ctx)}
+        config = {**stored["config"], **self._agent_config(ctx, agent_id)}
         hosted = None
         a2a_url = self.a2a_url or stored["url"]
         if a2a_url:
@@ -153,7 +159,7 @@ class DeployAgentStep(Step):
                                          log_path=ctx.services.paths.logs_dir / f"{instance_id}.log",
                                          timeout=self.ready_timeout_seconds)
             except AgentenvError as exc:
-                raise StepError(f"step {self.id!r}: could not start agent {self.a2a_agent_id!r}: {exc.message}",
+                raise StepError(f"step {self.id!r}: could not start agent {agent_id!r}: {exc.message}",
                                 hint=exc.hint) from exc
             _HOSTED[instance_id] = hosted
             url = hosted.url
@@ -179,7 +185,7 @@ class DeployAgentStep(Step):
             raise StepError(f"step {self.id!r}: agent {self.agent_name!r} at {url} did not accept its setup: "
                             f"{exc.message}", hint=exc.hint) from exc
         created = datetime.now(timezone.utc)
-        record = {"agent_name": self.agent_name, "a2a_agent_id": self.a2a_agent_id,
+        record = {"agent_name": self.agent_name, "a2a_agent_id": agent_id,
                   "a2a_agent_version": stored["version"], "a2a_url": url, "api_url": url,
                   "a2a_card": card, "instance_id": instance_id, "role": self.role, "runtime": runtime,
                   "pid": hosted.pid if hosted else None, "sandbox_id": None, "sandbox_type": None,
@@ -188,12 +194,12 @@ class DeployAgentStep(Step):
                   "expires_at_utc": _utc(created + timedelta(seconds=self.ttl_seconds))}
         ctx.state.setdefault("deployed_agents", []).append(record)
         ctx.emit("agent.deployed", {"agent_name": self.agent_name, "a2a_url": url, "runtime": runtime})
-        ctx.log(f"deployed agent {self.agent_name!r} ({self.a2a_agent_id}, {runtime}) at {url}",
+        ctx.log(f"deployed agent {self.agent_name!r} ({agent_id}, {runtime}) at {url}",
                 instance_id=instance_id)
 
-    def _agent_config(self, ctx: "StepContext") -> dict[str, Any]:
+    def _agent_config(self, ctx: "StepContext", agent_id: str) -> dict[str, Any]:
         config = {"name": self.agent_name, **self.config}
-        if self._needs_model():  # the endpoint of the model role, key included (sent to the agent only)
+        if self._needs_model(agent_id):  # the endpoint of the model role, key included (sent to the agent only)
             from agentenv_local.models import resolve_endpoint
 
             endpoint = resolve_endpoint(ctx.services.config, self.model_role, model=self.model)
@@ -314,6 +320,17 @@ class PromptAgentStep(Step):
                               "state": task.state, "task_id": task.raw.get("id")})
                 if task.state != "completed" or user is None or turn == self.max_conversation_turns - 1:
                     break
+                decision = await self._decide(ctx, user, task.text, context_id, turn)
+                if decision is not None and (decision["fired"] or decision["done"]):
+                    # A trigger on the user simulator speaks (or ends the conversation) instead of its plan.
+                    said = _text_of(decision.get("parts") or [])
+                    turns[-1].update(user_reply=said or None, triggers_fired=decision["fired"])
+                    if decision["done"]:
+                        turns[-1]["ended_by_trigger"] = True
+                        break
+                    if said:
+                        message = said
+                        continue
                 reply = await self._ask_user(ctx, user, task.text, context_id, turn)
                 turns[-1]["user_reply"] = reply.text
                 if _ends_conversation(reply):
@@ -372,6 +389,26 @@ class PromptAgentStep(Step):
                             f"its last state: {task.state}" + (f" ({task.text})" if task.text else ""),
                             hint="raise timeout_seconds, or look at the agent's trajectory")
         return task
+
+    async def _decide(self, ctx: "StepContext", user: dict, agent_text: str, context_id: str | None,
+                      turn: int) -> dict | None:
+        """Ask the user simulator's triggers (triggers/v1) about this turn, when register_agent_triggers set any."""
+        if not (ctx.metadata.get("agent_triggers") or {}).get(user["agent_name"]):
+            return None
+        from agentenv_local.agents.client import A2AClient
+
+        env_triggers = {}
+        for env in ctx.state.get("deployed_envs", []):  # env trigger statuses, for env_trigger conditions
+            statuses = (env.get("trigger_statuses") or {})
+            if statuses:
+                env_triggers[env.get("env_id")] = statuses
+        async with A2AClient(user["a2a_url"], timeout=60) as client:
+            try:
+                return await client.triggers_decide(turn + 1, agent_text, context_id=f"user-{context_id}",
+                                                    env_triggers=env_triggers or None)
+            except AgentenvError as exc:
+                raise StepError(f"step {self.id!r}: the user simulator's triggers could not decide turn "
+                                f"{turn + 1}: {exc.message}") from exc
 
     async def _ask_user(self, ctx: "StepContext", user: dict, agent_text: str, context_id: str | None,
                         turn: int) -> Any:

@@ -87,7 +87,7 @@ class Runner:
                overrides: dict | None = None) -> dict:
         """Create a queued run and schedule it; returns the run record. Call on the loop thread."""
         task = self.load_task(task_id, version, seed)
-        self._config_preflight(task, task_id)
+        self._config_preflight(task, task_id, overrides or {})
         run_id = new_run_id(task_id)
         state = new_state(seed)
         state["metadata"].update({"task_id": task_id, "run_group_id": group_id, "user_overrides": overrides or {}})
@@ -105,11 +105,16 @@ class Runner:
         self._start(active)
         return run
 
-    def _config_preflight(self, task: Any, task_id: str) -> None:
+    def _config_preflight(self, task: Any, task_id: str, overrides: dict) -> None:
         """Steps that need configuration (a model endpoint, say) say so before anything deploys."""
+        import inspect
+
         problems = []
         for step in task.steps:
-            for problem in step.config_preflight(self.services.config):
+            check = step.config_preflight
+            takes_overrides = "overrides" in inspect.signature(check).parameters
+            found = check(self.services.config, overrides) if takes_overrides else check(self.services.config)
+            for problem in found:
                 problems.append(f"step {step.id!r} ({step.type}): {problem}")
         if problems:
             raise ValidationError(f"task {task_id} cannot run with this configuration; nothing was started",

@@ -168,3 +168,26 @@ def test_bad_agent_setup_is_explained(project):
     ], name="d")
     out = cli(project, "run", invalid)
     assert out.returncode != 0 and "user_agent_name" in out.stdout + out.stderr
+
+
+def test_user_simulator_triggers_speak_and_end_the_conversation(project):
+    solver_plan = {"turns": [[{"reply": "working on it"}], [{"reply": "still on it"}], [{"reply": "All DONE."}],
+                             [{"reply": "never reached"}]]}
+    triggers = [
+        {"id": "stop", "when": {"type": "conversational", "where": {"message": {"regex": "(?i)done"}}},
+         "actions": [{"type": "say", "text": "thanks, bye"}, {"type": "end"}]},
+    ]
+    path = bundle(project, [
+        {"id": "agent", "type": "deploy_agent", "agent_name": "solver", "config": {"plan": solver_plan}},
+        {"id": "user", "type": "deploy_agent", "agent_name": "user",
+         "config": {"plan": {"turns": [[{"reply": "any news?"}], [{"reply": "and now?"}]]}}},
+        {"id": "trig", "type": "register_agent_triggers", "agent_name": "user", "triggers": triggers},
+        {"id": "ask", "type": "prompt_agent", "agent_name": "solver", "prompt": "please do it",
+         "max_conversation_turns": 10, "user_agent_name": "user"},
+    ])
+    cli(project, "run", path, check=True)
+    [response] = last_run(project)["context"]["prompt_responses"]
+    turns = response["turns"]
+    assert [t["response"] for t in turns] == ["working on it", "still on it", "All DONE."]
+    assert [t.get("user_reply") for t in turns] == ["any news?", "and now?", "thanks, bye"]
+    assert turns[-1]["ended_by_trigger"] is True and turns[-1]["triggers_fired"] == ["stop"]
