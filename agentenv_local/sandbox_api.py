@@ -39,6 +39,11 @@ class SandboxSpec(BaseModel):
     network_policy: NetworkPolicy | None = None
     run_id: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    # A container-mode sandbox's command (None: the image's own).
+    command: list[str] | None = None
+    # The sandbox must reach services on this machine's loopback (an agent talking to the hub's gateways
+    # and model proxies); the provider says at which address in `Sandbox.host_address`.
+    host_access: bool = False
 
 
 @dataclass

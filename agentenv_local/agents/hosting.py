@@ -146,3 +146,48 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
 
     asyncio.get_running_loop().run_in_executor(None, drain)
     return hosted
+
+
+@dataclass
+class ContainerAgent(HostedAgent):
+    """An agent in a sandbox container; its A2A port is published on this machine."""
+
+    sandbox: Any = None
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return getattr(self.sandbox, "sandbox_id", None)
+
+    @property
+    def sandbox_type(self) -> str | None:
+        return getattr(self.sandbox, "type", None)
+
+    @property
+    def host_address(self) -> str | None:
+        return getattr(self.sandbox, "host_address", None)
+
+    async def wait_ready(self, timeout: float) -> None:
+        import httpx2
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with httpx2.AsyncClient(timeout=2) as http:
+            while True:
+                try:
+                    if (await http.get(self.url + "/.well-known/agent-card.json")).status_code < 500:
+                        return
+                except httpx2.TransportError:
+                    pass
+                if loop.time() > deadline:
+                    logs = ""
+                    provider = getattr(self.sandbox, "provider", None)
+                    if provider is not None and hasattr(provider, "logs"):
+                        logs = await asyncio.to_thread(provider.logs, self.sandbox.sandbox_id, 30)
+                    raise AgentStartError(f"the agent container {self.sandbox_id} did not answer at {self.url} "
+                                          f"within {timeout:g} s" + (f"; its logs:\n{logs.strip()}" if logs.strip() else ""))
+                await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        if self.sandbox is not None:
+            await self.sandbox.terminate()
+            self.sandbox = None

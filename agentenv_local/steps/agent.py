@@ -15,6 +15,7 @@ ends the conversation (a data part `{"end_conversation": true}` or `{"done": tru
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -83,7 +84,8 @@ class DeployAgentStep(Step):
     agent_name: str = Field(default="default-agent", min_length=1)
     agent_description: str | None = None
     a2a_url: str | None = None  # an agent that is already served: attach, start nothing
-    runtime: Literal["auto", "in_hub", "subprocess"] = "auto"
+    runtime: Literal["auto", "in_hub", "subprocess", "container"] = "auto"
+    image: str | None = None  # runtime "container": the agent's image (default: the env runtime image)
     env_ids: list[str] = Field(default_factory=list)
     role: str | None = None
     system_prompt: str | None = None
@@ -152,7 +154,9 @@ class DeployAgentStep(Step):
             spec = resolve_spec(stored["spec"])
             runtime = "in_hub" if self.runtime == "auto" else self.runtime
             try:
-                if runtime == "in_hub":
+                if runtime == "container":
+                    hosted = await self._start_container(ctx, stored, instance_id)
+                elif runtime == "in_hub":
                     hosted = await serve_in_hub(spec, {})
                 else:
                     hosted = await spawn(spec, {}, env_vars={**stored["env_vars"], **self.env_vars},
@@ -166,6 +170,8 @@ class DeployAgentStep(Step):
         try:
             async with A2AClient(url, timeout=self.ready_timeout_seconds) as client:
                 card = await client.card()
+                if "base_url" in config:  # a model proxy on this machine, seen from a container agent
+                    config = {**config, "base_url": _seen_from(hosted, config["base_url"])}
                 await set_agent_config(client, card, config)
                 if self.env_ids and not has_extension(card, "mcp-config"):
                     raise StepError(f"step {self.id!r}: agent {self.agent_name!r} does not offer mcp-config/v1, so "
@@ -173,7 +179,8 @@ class DeployAgentStep(Step):
                 for env_id in self.env_ids:
                     env = ctx.deployed_env(env_id)
                     headers = {ROLE_HEADER: self.role} if self.role else {}
-                    await client.mcp_config_add(env["mcp_url"], headers=headers, name=_server_name(env_id))
+                    await client.mcp_config_add(_seen_from(hosted, env["mcp_url"]), headers=headers,
+                                                name=_server_name(env_id))
                 from .agent_extras import resolve_skills
 
                 for skill in resolve_skills(ctx, self.skills):
@@ -188,14 +195,41 @@ class DeployAgentStep(Step):
         record = {"agent_name": self.agent_name, "a2a_agent_id": agent_id,
                   "a2a_agent_version": stored["version"], "a2a_url": url, "api_url": url,
                   "a2a_card": card, "instance_id": instance_id, "role": self.role, "runtime": runtime,
-                  "pid": hosted.pid if hosted else None, "sandbox_id": None, "sandbox_type": None,
-                  "env_ids": list(self.env_ids), "on_host": True, "step_id": self.id,
+                  "pid": hosted.pid if hosted else None,
+                  "sandbox_id": getattr(hosted, "sandbox_id", None), "sandbox_type": getattr(hosted, "sandbox_type", None),
+                  "env_ids": list(self.env_ids), "on_host": runtime != "container", "step_id": self.id,
                   "created_at_utc": _utc(created),
                   "expires_at_utc": _utc(created + timedelta(seconds=self.ttl_seconds))}
         ctx.state.setdefault("deployed_agents", []).append(record)
         ctx.emit("agent.deployed", {"agent_name": self.agent_name, "a2a_url": url, "runtime": runtime})
         ctx.log(f"deployed agent {self.agent_name!r} ({agent_id}, {runtime}) at {url}",
                 instance_id=instance_id)
+
+    async def _start_container(self, ctx: "StepContext", stored: dict, instance_id: str) -> Any:
+        """The agent in a Podman container: the image's own A2A server (A2A_PORT), or for built-in and
+        module agents `python -m agentenv_local.agents SPEC` in the env runtime image."""
+        from agentenv_local.agents.hosting import ContainerAgent
+        from agentenv_local.sandbox_api import SandboxSpec
+
+        provider = ctx.sandbox_provider(self.sandbox_type or "podman")
+        image, command = self.image, None
+        if image is None:
+            from sandboxes.podman.runtime_image import ensure_runtime_image
+
+            image = await asyncio.to_thread(ensure_runtime_image, getattr(provider, "config", None))
+            command = ["python", "-m", "agentenv_local.agents", stored["spec"], "--host", "0.0.0.0", "--port", "8000"]
+        spec = SandboxSpec(name=f"agent-{self.agent_name}", mode="container", image=image, command=command,
+                           exposed_ports=[8000], host_access=True, run_id=ctx.run_id,
+                           env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **stored["env_vars"], **self.env_vars},
+                           labels={"agentenv.run": ctx.run_id, "agentenv.agent-instance": instance_id})
+        sandbox = await provider.create(spec)
+        agent = ContainerAgent(url=sandbox.tunnel_urls["8000"], runtime="container", sandbox=sandbox)
+        try:
+            await agent.wait_ready(self.ready_timeout_seconds)
+        except BaseException:
+            await agent.stop()
+            raise
+        return agent
 
     def _agent_config(self, ctx: "StepContext", agent_id: str) -> dict[str, Any]:
         config = {"name": self.agent_name, **self.config}
@@ -217,6 +251,16 @@ class DeployAgentStep(Step):
             if record.get("step_id") == self.id and not record.get("torn_down"):
                 await _stop_record(record)
                 ctx.log(f"stopped agent {record['agent_name']!r}")
+
+
+def _seen_from(hosted: Any, url: str) -> str:
+    """`url` as an agent in a container reaches it: this machine's loopback is elsewhere from in there."""
+    address = getattr(hosted, "host_address", None)
+    if not address:
+        return url
+    for loopback in ("127.0.0.1", "localhost"):
+        url = url.replace(f"//{loopback}:", f"//{address}:").replace(f"//{loopback}/", f"//{address}/")
+    return url
 
 
 def _server_name(env_id: str) -> str:

@@ -56,6 +56,9 @@ L_PROJECT, L_SANDBOX, L_NAME, L_RUN, L_OWNER, L_POOL = (
 READY_TIMEOUT_S = 30.0
 START_GRACE_S = 0.3  # a container-mode image that dies at once is reported, with its logs
 DEFAULT_PIDS = 512
+# slirp4netns with allow_host_loopback shows the host's 127.0.0.1 at this address inside the container.
+HOST_LOOPBACK = "10.0.2.2"
+HOST_ACCESS_NETWORK = ("slirp4netns", {"slirp4netns": ["allow_host_loopback=true"]})
 
 
 # -- who made a container ------------------------------------------------------------------
@@ -122,6 +125,11 @@ class PodmanSandbox(Sandbox):
     @property
     def container(self) -> str:
         return self.meta.get("container") or self.sandbox_id
+
+    @property
+    def host_address(self) -> str | None:
+        """Where this machine's 127.0.0.1 is, seen from inside (with host_access), else None."""
+        return HOST_LOOPBACK if self.spec.host_access else None
 
     # -- paths ------------------------------------------------------------------------------
     def _app_host_path(self, path: str) -> Path | None:
@@ -333,6 +341,8 @@ class PodmanSandboxProvider(SandboxProvider):
         return await self.start_container(spec, image)
 
     def _network(self, spec: SandboxSpec) -> str:
+        if spec.host_access:  # its own network stack, plus the host's loopback at HOST_LOOPBACK
+            return HOST_ACCESS_NETWORK[0]
         if spec.network_policy is not None and spec.network_policy.mode == "allow_all":
             return "bridge"
         return "bridge" if spec.exposed_ports else "none"
@@ -385,7 +395,11 @@ class PodmanSandboxProvider(SandboxProvider):
             mounts.append({"type": "bind", "source": str(folder / "ctl"), "target": CTL})
             kwargs["command"] = (agent_argv(listen=f"{CTL}/{AGENT_SOCKET}") if socket_channel
                                  else ["sleep", "2147483647"])
+        elif spec.command:
+            kwargs["command"] = list(spec.command)
         network = self._network(spec)
+        if spec.host_access:
+            network, kwargs["network_options"] = HOST_ACCESS_NETWORK
         if spec.exposed_ports:
             kwargs["ports"] = {f"{p}/tcp": ("127.0.0.1", 0) for p in spec.exposed_ports}  # 0: any free port
         try:
