@@ -237,7 +237,8 @@ class DeployAgentStep(Step):
             from agentenv_local.models import resolve_endpoint
 
             endpoint = resolve_endpoint(ctx.services.config, self.model_role, model=self.model)
-            config.update(model=endpoint.model, base_url=endpoint.base_url, api=endpoint.api)
+            config.update(model=endpoint.model, base_url=endpoint.base_url, api=endpoint.api,
+                          max_retries=endpoint.max_retries, request_timeout_s=endpoint.timeout_s)
             if endpoint.api_key:
                 config["api_key"] = endpoint.api_key
         for key, value in (("description", self.agent_description), ("role", self.role),

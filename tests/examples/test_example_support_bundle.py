@@ -86,3 +86,20 @@ def test_tool_loop_without_a_model_is_refused_before_anything_deploys(project):
     text = out.stdout + out.stderr
     assert "step 'solver' (deploy_agent)" in text and "[model] base_url" in text
     assert "deploy (deploy_env)" not in text  # nothing ran
+
+
+def test_a_model_endpoint_that_fails_is_a_clear_failure_not_a_hang(project):
+    from agentenv_local.models.fake_server import FakeModelServer, Reply
+
+    with FakeModelServer(api_key="sk-test-support", script=[Reply.error(500, "the model fell over")] * 20) as server:
+        state = project / ".agentenv"
+        state.mkdir()
+        (state / "config.toml").write_text(
+            f'[model]\nbase_url = "{server.base_url}"\napi_key = "sk-test-support"\ndefault = "fake-model"\n'
+            "max_retries = 2\n")
+        out = agentenv(project, "run", str(BUNDLE), "--agent", "tool-loop")
+        attempts = len(server.requests)
+    assert out.returncode == 1
+    assert "step chat failed" in out.stdout and "the model fell over" in out.stdout
+    assert attempts == 3  # the first try and two retries
+    assert "Tore down 1 env instance" in out.stdout and "sk-test-support" not in out.stdout
