@@ -6,6 +6,8 @@ Measured in one run, side by side (p50 over --calls sequential `echo` calls, mcp
 - direct: a client calling the echo example env (a subprocess) over streamable HTTP;
 - gateway: the same client calling the same env through a gateway (a subprocess, `python -m
   agentenv_local.gateway`) over streamable HTTP: target <= 1.25x direct;
+- a byte-forwarding proxy (a subprocess that only pipes bytes) in front of the same env: the floor of any
+  extra hop written in Python on this machine, printed for reference;
 - in-process child through the gateway: `Gateway.call()` on an in-process echo env (the hub's path, no inbound
   HTTP): target < 1 ms; and the same gateway over HTTP, for reference;
 - --sessions concurrent MCP sessions against the HTTP gateway, one call each: errors and calls/s;
@@ -167,6 +169,11 @@ def main() -> int:
             asyncio.run(wait_ready(gw))
             through = asyncio.run(p50_over_mcp(gw + "/mcp", args.calls))
             errors, rate = asyncio.run(sessions(gw + "/mcp", args.sessions))
+        # the floor of any extra hop: a proxy that only pipes bytes (no HTTP, no MCP) in front of the same env
+        forwarder = ["-c", (f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
+                            f"from gateway_support import forward; forward({echo!r})")]
+        with process(forwarder, r"forwarding on (http://\S+)") as piped:
+            floor = asyncio.run(p50_over_mcp(piped + "/mcp", args.calls))
         ref = None
         with reference_gateway(echo) as ref_base:
             if ref_base is not None:
@@ -187,6 +194,8 @@ def main() -> int:
     print(f"direct echo over streamable HTTP       p50 {direct:7.3f} ms")
     print(f"through the gateway (HTTP child)       p50 {through:7.3f} ms  ratio {ratio:.2f}x "
           f"(target <= {RATIO_TARGET}x: {'ok' if ratio <= RATIO_TARGET else 'MISSED'})")
+    print(f"through a byte-forwarding proxy        p50 {floor:7.3f} ms  ratio {floor / direct:.2f}x "
+          "(the floor of an extra hop in Python here)")
     print(f"in-process child via Gateway.call()    p50 {inproc:7.3f} ms  (target < {INPROC_TARGET_MS} ms: "
           f"{'ok' if inproc < INPROC_TARGET_MS else 'MISSED'})")
     print(f"in-process child via gateway over HTTP p50 {inproc_http:7.3f} ms  (same-process client; for reference)")

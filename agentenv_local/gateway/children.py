@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -20,7 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .wire import HttpStatusError, LeanHttp, jsonrpc_reply, next_id
+
 logger = logging.getLogger(__name__)
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 READY_TIMEOUT_S = 60.0
 TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
@@ -91,6 +95,10 @@ class Child:
         self.tools_changed_debounce = TOOLS_CHANGED_DEBOUNCE_S
         self._tools_dirty = False
         self._tools_task: asyncio.Task | None = None
+        self.lean: _LeanSession | None = None  # the hot path for tools/call to a URL child (None: the Client)
+        self._lean_next: _LeanSession | None = None
+        self._http_clients: list[Any] = []
+        self._lean_ok: set[str] = set()  # tools the lean path may call (no x-mcp-header argument to mirror)
         if self.env is None:
             target = str(spec.target)
             if target.startswith(("http://", "https://")):
@@ -187,9 +195,25 @@ class Child:
 
         if self.env is not None:
             return Client(self.env.mcp_server(), message_handler=self._on_message)
-        return Client(self.url, mode="auto", message_handler=self._on_message)
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        # The session's own HTTP client, watched: what it sends (protocol version, session id, the 2026 request
+        # envelope) is what the lean tools/call path must send on the same session. (Over https the Client keeps
+        # every call: its TLS settings are httpx's, not ours to mirror.)
+        http = create_mcp_http_client()
+        if self.url.startswith("http://"):  # type: ignore[union-attr]
+            lean = self._lean_next = _LeanSession(self.url)  # type: ignore[arg-type]
+            http.event_hooks["request"].append(lean.observe)
+        self._http_clients.append(http)
+        return Client(streamable_http_client(self.url, http_client=http), mode="auto",  # type: ignore[arg-type]
+                      message_handler=self._on_message)
 
     # --- tools/list_changed from the child ---------------------------------------------------------------------
+
+    def _on_lean_notification(self, message: dict) -> None:
+        if message.get("method") == "notifications/tools/list_changed":
+            self.tools_changed()
 
     async def _on_message(self, message: Any) -> None:
         """The session's message handler: a handshake-era child's ``notifications/tools/list_changed``."""
@@ -260,11 +284,15 @@ class Child:
             await self._close_session()
             raise ChildError(f"child {self.name!r}: could not open an MCP session to "
                              f"{self.url or 'the in-process env'}: {type(e).__name__}: {e}") from e
+        self.lean, self._lean_next = self._lean_next, None
         self._generation += 1
 
     async def _close_session(self) -> None:
         runner, self._runner = self._runner, None
         self.client = None
+        lean, self.lean = self.lean, None
+        if lean is not None:
+            lean.close()
         if self._stop is not None:
             self._stop.set()
         if runner is not None:
@@ -274,10 +302,16 @@ class Child:
                 runner.cancel()
                 with contextlib.suppress(BaseException):
                     await runner
+        clients, self._http_clients = self._http_clients, []
+        for http in clients:
+            with contextlib.suppress(Exception):
+                await http.aclose()
 
     async def discover(self) -> list[dict]:
         listed = await self.client.list_tools(cache_mode="refresh")
         self.tools = [wire(t) for t in listed.tools]
+        # a tool with x-mcp-header arguments needs Mcp-Param-* headers: the Client computes those
+        self._lean_ok = {t["name"] for t in self.tools if "x-mcp-header" not in json.dumps(t.get("inputSchema"))}
         return self.tools
 
     async def reopen(self, seen_generation: int) -> None:
@@ -293,7 +327,13 @@ class Child:
         if client is None:
             await self.reopen(generation)
             client, generation = self.client, self._generation
+        lean = self.lean
         try:
+            if lean is not None and tool in self._lean_ok:
+                result = await lean.call_tool(tool, arguments, meta, self._on_lean_notification)
+                if result is not None:
+                    return result
+                # not a complete result (an input_required round, say): the Client knows how to drive it
             result = await client.call_tool(tool, arguments, meta=meta)
         except Exception:
             # the session may be dead: reopen it in the background of this failure, report the call failed
@@ -317,3 +357,126 @@ class Child:
                 await asyncio.get_running_loop().run_in_executor(None, self.proc.wait, 10)
             except Exception:  # noqa: BLE001
                 self.proc.kill()
+
+
+_RESULT_BOOKKEEPING = ("resultType", "ttlMs", "cacheScope")
+_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+_ENVELOPE_PREFIX = "io.modelcontextprotocol/"
+_PLAIN_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", *_RESULT_BOOKKEEPING})
+
+
+def _text_item(item: Any) -> bool:
+    return type(item) is dict and len(item) == 2 and item.get("type") == "text" and type(item.get("text")) is str
+
+
+def wire_result(result: dict) -> dict:
+    """A raw tools/call result shaped as :func:`wire` shapes the Client's model of it. The usual plain shape
+    is taken as is; anything else goes through the model (so it is checked, and defaults filled, the same)."""
+    content = result.get("content")
+    if (type(content) is not list or not result.keys() <= _PLAIN_RESULT_KEYS
+            or type(result.get("isError", False)) is not bool or type(result.get("_meta") or {}) is not dict
+            or not all(map(_text_item, content))):
+        from mcp_types import CallToolResult
+
+        return wire(CallToolResult.model_validate(result))
+    data = {k: v for k, v in result.items() if v is not None and k not in _RESULT_BOOKKEEPING}
+    if "isError" not in data:
+        data["isError"] = False
+    meta = data.get("_meta")
+    if meta is not None and _SERVER_INFO in meta:
+        meta = {k: v for k, v in meta.items() if k != _SERVER_INFO}
+        if meta:
+            data["_meta"] = meta
+        else:
+            del data["_meta"]
+    return data
+
+
+class _LeanSession:
+    """tools/call on the child's MCP session without the Client: the same headers and envelope the session's
+    Client sends (learnt by watching its requests), one POST on a pooled connection, the JSON or SSE answer."""
+
+    def __init__(self, url: str):
+        self.http = LeanHttp(url)
+        self._name_headers: dict[str, bytes] = {}
+        self.version: str | None = None
+        self.session_id: str | None = None
+        self.envelope: dict | None = None  # the 2026 revision's per-request _meta (protocol version, client)
+        self.modern = False
+        self._headers = b""
+        self._ready: bool | None = None
+
+    async def observe(self, request: Any) -> None:
+        """httpx request hook on the session's Client: remember its protocol version, session id, envelope."""
+        headers = request.headers
+        version = headers.get("mcp-protocol-version")
+        if version:
+            self.version = version
+            self.session_id = headers.get("mcp-session-id")
+        if self.envelope is None and request.method == "POST" and self.version in _modern_versions():
+            with contextlib.suppress(Exception):
+                meta = json.loads(request.content)["params"]["_meta"]
+                self.envelope = {k: v for k, v in meta.items() if k.startswith(_ENVELOPE_PREFIX)}
+
+    def ready(self) -> bool:
+        """Whether the session's Client has shown what its requests carry (a handshake-era session's version
+        and id come with its first request after initialize, which may not have gone out yet)."""
+        if self._ready is None:
+            self._ready = self._prepare()
+        return bool(self._ready)
+
+    def _prepare(self) -> bool | None:
+        """The request headers of the lean path; None: not known yet, False: this session can't take it."""
+        version = self.version
+        if not version:
+            return None
+        modern = version in _modern_versions()
+        if modern and not self.envelope:
+            return None
+        if not all(v.isascii() and v.isprintable() for v in (version, self.session_id or "")):
+            return False
+        lines = "accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
+        lines += f"mcp-protocol-version: {version}\r\n"
+        if self.session_id:
+            lines += f"mcp-session-id: {self.session_id}\r\n"
+        if modern:
+            lines += "mcp-method: tools/call\r\n"
+        self._headers = lines.encode("latin-1")
+        self.modern = modern
+        return True
+
+    def close(self) -> None:
+        self.http.close()
+
+    async def call_tool(self, tool: str, arguments: dict, meta: dict, on_notification: Any) -> dict | None:
+        """The child's result (shaped as :func:`wire`), None when it is not a complete one (the caller asks the
+        Client then); a JSON-RPC error raises MCPError, as the Client does."""
+        if self._ready is not True and not self.ready():
+            return None
+        request_id = next_id()
+        headers = self._headers
+        if self.modern:
+            name_header = self._name_headers.get(tool)
+            if name_header is None:
+                from mcp.shared.inbound import encode_header_value
+
+                name_header = self._name_headers[tool] = b"mcp-name: %s\r\n" % encode_header_value(tool).encode()
+            headers += name_header
+            meta = {**self.envelope, **meta}  # type: ignore[dict-item]
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        body = _encode({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+        status, content_type, data = await self.http.post(headers, body)
+        message = jsonrpc_reply(content_type, data, request_id, on_notification)
+        if message is not None and isinstance(message.get("error"), dict):
+            from mcp.shared.exceptions import MCPError
+
+            error = message["error"]
+            raise MCPError(error.get("code", -32603), str(error.get("message", "")), error.get("data"))
+        if status >= 300 or message is None or not isinstance(message.get("result"), dict):
+            raise HttpStatusError(status, data)
+        result = message["result"]
+        if result.get("resultType", "complete") != "complete":
+            return None
+        return wire_result(result)

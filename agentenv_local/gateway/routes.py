@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .clock import ClockError
+from .fastpath import McpFastPath
 from .rbac import RbacError
 from .server import GatewayError
 
@@ -284,4 +285,4 @@ def build_app(gateway: Gateway) -> Any:
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
-    return OriginGuard(app, gateway.allowed_origins)
+    return OriginGuard(McpFastPath(app, gateway), gateway.allowed_origins)

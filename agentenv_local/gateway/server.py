@@ -18,6 +18,7 @@ import secrets
 import weakref
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from random import getrandbits
 from typing import Any, Self
 
 from .children import Child, ChildError, ChildSpec
@@ -37,6 +38,7 @@ __all__ = ["ChildError", "ChildSpec", "Gateway", "GatewayError", "ToolNameClash"
 
 MODES = ("performance", "consistent")
 VIRTUAL_TIME_META_KEY = "agentenv.io/virtual_time"
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 TRAJECTORY_MAX_EVENTS = 100_000
 TOOL_CALL_TIMEOUT_S = 600.0  # as the reference: /step answers 504 past it
 CLASH_FIX = ("serve each server's tools under a prefix (Gateway(prefix_tools=True), per-server prefixes, or "
@@ -198,6 +200,7 @@ class Gateway:
         self.discovered = False
         self._routes: dict[str, tuple[Child, str]] = {}  # served name -> (child, the child's own name)
         self._tool_entries: dict[str, dict] = {}  # served name -> tools/list entry (served name)
+        self._mcp_header_tools: set[str] = set()  # served tools with x-mcp-header arguments (fastpath.py)
         self._server_tools: list[tuple[str, list[dict]]] = []
         self.events: list[dict] = []
         self._event_counter = 0
@@ -215,6 +218,10 @@ class Gateway:
                        if triggers_state else TriggerEngine(self.clock, _Actions(self), **options))
         self._mcp_server: Any = None
         self._notifier: Any = None  # tells the gateway's own MCP sessions tools/list_changed
+        self._server_info: dict | None = None
+        # answer 2026-revision tools/call and tools/list on POST /mcp without the mcp server stack (fastpath.py);
+        # False sends every request through the stack (the tests compare the two)
+        self.fast_mcp = True
         self._svc_apps: dict[str, Any] = {}
 
     def _state_changed(self, what: str) -> None:
@@ -289,6 +296,7 @@ class Gateway:
         self._server_tools = []
         self._routes = {}
         self._tool_entries = {}
+        self._mcp_header_tools = set()
         if clashes:
             self.clashes = clashes
             logger.error("gateway %s: %s, so the env serves none of its servers' tools; fix: %s",
@@ -309,6 +317,8 @@ class Gateway:
                     hidden.append(served)
             self._server_tools.append((child.name, served_tools))
         self.access.set_hidden_by_default(hidden)
+        self._mcp_header_tools = {name for name, entry in self._tool_entries.items()
+                                  if "x-mcp-header" in json.dumps(entry.get("inputSchema"))}
         self.discovered = True
 
     async def _rediscover(self, child: Child) -> None:
@@ -387,22 +397,27 @@ class Gateway:
         causes = self.engine.caused_by(role)
         if causes:
             event["caused_by"] = causes
-        call_id = await self._log_event(event)
+        call_id = self._record_event(event) if self.on_event is None else await self._log_event(event)
         extra = {"source": source} if source else {}
         if is_clock_tool:
             result = self._get_time(arguments)
         else:
             child, child_tool = route  # type: ignore[misc]
-            self.clock.tick_tool_call()
             meta = {ROLE_META_KEY: role}
             if session:
                 meta[SESSION_META_KEY] = session
-            stamp = self.clock.virtual_timestamp()
-            if stamp is not None:
-                meta[VIRTUAL_TIME_META_KEY] = stamp
+            if self.clock.armed:  # unarmed, both are no-ops (and reading the clock is not free)
+                self.clock.tick_tool_call()
+                stamp = self.clock.virtual_timestamp()
+                if stamp is not None:
+                    meta[VIRTUAL_TIME_META_KEY] = stamp
             try:
-                async with self._guard():
-                    result = await asyncio.wait_for(child.call(child_tool, arguments, meta), self.tool_timeout)
+                if self.mode == "consistent" and self._call_lock is not None:
+                    async with self._call_lock, asyncio.timeout(self.tool_timeout):
+                        result = await child.call(child_tool, arguments, meta)
+                else:
+                    async with asyncio.timeout(self.tool_timeout):
+                        result = await child.call(child_tool, arguments, meta)
             except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
                 await self._log_event({"event_type": "tool_call_failed", **extra, "tool_call_event_id": call_id,
                                        "error": f"{type(e).__name__}: {str(e)[:300]}",
@@ -418,8 +433,12 @@ class Gateway:
                 return _error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
                                      f"({type(e).__name__}: {str(e)[:300] or 'connection lost'}); the gateway "
                                      f"reopens its session, so the call may be retried")
-        await self._log_event({"event_type": "tool_call_result", **extra, "tool_call_event_id": call_id,
-                               "tool_call_result": result, "changelog_id_before": None, "changelog_id": None})
+        done = {"event_type": "tool_call_result", **extra, "tool_call_event_id": call_id,
+                "tool_call_result": result, "changelog_id_before": None, "changelog_id": None}
+        if self.on_event is None:
+            self._record_event(done)
+        else:
+            await self._log_event(done)
         try:
             await self.engine.on_tool_call(tool, arguments, result, role)
         except Exception:  # fail-open, as the reference
@@ -455,15 +474,7 @@ class Gateway:
     # --- trajectory ----------------------------------------------------------------------------------------
 
     async def _log_event(self, event: dict) -> str:
-        self._event_counter += 1
-        event_id = f"event_{self._event_counter}"
-        event["event_id"] = event_id
-        event["timestamp_utc"] = _rfc3339_now()
-        stamp = self.clock.virtual_timestamp()
-        if stamp is not None:
-            event["virtual_time"] = stamp
-        if len(self.events) < TRAJECTORY_MAX_EVENTS:
-            self.events.append(event)
+        event_id = self._record_event(event)
         if self.on_event is not None:
             try:
                 outcome = self.on_event(event)
@@ -471,6 +482,21 @@ class Gateway:
                     await outcome
             except Exception:
                 logger.exception("gateway on_event callback failed")
+        return event_id
+
+    def _record_event(self, event: dict) -> str:
+        """Stamp ``event`` (id, time, virtual time) and keep it for /trajectory; ``_log_event`` also hands it to
+        ``on_event`` (the hot path calls this directly when there is no on_event)."""
+        self._event_counter += 1
+        event_id = f"event_{self._event_counter}"
+        event["event_id"] = event_id
+        event["timestamp_utc"] = _rfc3339_now()
+        if self.clock.armed:
+            stamp = self.clock.virtual_timestamp()
+            if stamp is not None:
+                event["virtual_time"] = stamp
+        if len(self.events) < TRAJECTORY_MAX_EVENTS:
+            self.events.append(event)
         return event_id
 
     def trajectory_jsonl(self) -> str:
@@ -577,6 +603,80 @@ class Gateway:
                 pass
         return secrets.token_hex(8)
 
+    async def _mcp_call_result(self, headers: Any, meta: Any, session: str | None, name: str,
+                               arguments: Any) -> dict:
+        """An MCP tools/call's result: refusals (RBAC, unknown tool, not ready) are isError results."""
+        try:
+            role = self.access.resolve(headers, meta or {})
+            result = await self.call(name, arguments or {}, role=role, session=session)
+        except GatewayError as e:
+            result = _error_result(e.body["error"])
+        except RbacError as e:
+            result = _error_result(e.message if hasattr(e, "message") else str(e))
+        return {**result, "resultType": "complete"}
+
+    def _mcp_list_result(self, headers: Any, meta: Any) -> dict:
+        try:
+            role = self.access.resolve(headers, meta or {})
+        except RbacError:
+            role = DEFAULT_ROLE
+        tools = self.list_tools(role) if self.discovered else []
+        return {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+
+    async def mcp_fast(self, message: dict, headers: Any, version: str) -> tuple[int, dict]:
+        """Answer a 2026-revision ``tools/call`` or ``tools/list`` that fastpath.py has checked the way the mcp
+        server stack checks it, with the (HTTP status, JSON-RPC reply) the stack would send, without its
+        per-request machinery. ``headers``: the request's, as far as who is calling goes."""
+        from .fastpath import plain_call_result
+
+        method = message["method"]
+        params = message["params"]
+        try:
+            if method == "tools/call":
+                # the stateless revision has no session: one random key per request (as _session_key answers it;
+                # it only tells calls apart, so a fast non-cryptographic source does)
+                result = await self._mcp_call_result(headers, params.get("_meta"), f"{getrandbits(64):016x}",
+                                                     params["name"], params.get("arguments"))
+                # the usual plain result is what the stack's sieve would answer; anything else goes through it
+                if not plain_call_result(result):
+                    result = self._serialize_result(method, version, result)
+            else:
+                result = self._serialize_result(method, version, self._mcp_list_result(headers, params.get("_meta")))
+        except Exception as e:  # noqa: BLE001 - mapped to the wire exactly as the stack maps it
+            from mcp.server.runner import modern_error_data
+            from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+
+            error = modern_error_data(e).model_dump(mode="json", by_alias=True, exclude_none=True)
+            return ERROR_CODE_HTTP_STATUS.get(error["code"], 200), {"jsonrpc": "2.0", "id": message["id"],
+                                                                   "error": error}
+        if result.get("resultType") is None:
+            result["resultType"] = "complete"
+        if self._server_info is None:
+            self._server_info = self.mcp_server().server_info_stamp
+        meta = result.get("_meta")
+        if meta is None:
+            result["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
+        return 200, {"jsonrpc": "2.0", "id": message["id"], "result": result}
+
+    def _serialize_result(self, method: str, version: str, result: dict) -> dict:
+        """The stack's outbound shaping of a handler's result: cache hints, then the version's sieve."""
+        from mcp_types import methods
+        from pydantic import ValidationError
+
+        hint = self.mcp_server().cache_hints.get(method)
+        if hint is not None:
+            result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
+        try:
+            return methods.serialize_server_result(method, version, result)
+        except ValidationError:
+            logger.exception("handler for %r returned an invalid result", method)
+            from mcp.shared.exceptions import MCPError
+            from mcp_types import INTERNAL_ERROR
+
+            raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+
     def mcp_server(self) -> Any:
         if self._mcp_server is not None:
             return self._mcp_server
@@ -593,25 +693,13 @@ class Gateway:
         async def on_list_tools(ctx: Any, params: Any) -> dict:
             notifier.remember(ctx)
             meta = getattr(params, "meta", None) if params is not None else None
-            try:
-                role = gateway.access.resolve(_headers(ctx), meta or {})
-            except RbacError:
-                role = DEFAULT_ROLE
-            tools = gateway.list_tools(role) if gateway.discovered else []
-            return {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+            return gateway._mcp_list_result(_headers(ctx), meta)
 
         async def on_call_tool(ctx: Any, params: Any) -> dict:
             notifier.remember(ctx)
             headers = _headers(ctx)
-            try:
-                role = gateway.access.resolve(headers, params.meta or {})
-                session = gateway._session_key(ctx, headers)
-                result = await gateway.call(params.name, params.arguments or {}, role=role, session=session)
-            except GatewayError as e:
-                result = _error_result(e.body["error"])
-            except RbacError as e:
-                result = _error_result(e.message if hasattr(e, "message") else str(e))
-            return {**result, "resultType": "complete"}
+            return await gateway._mcp_call_result(headers, params.meta, gateway._session_key(ctx, headers),
+                                                  params.name, params.arguments)
 
         @contextlib.asynccontextmanager
         async def lifespan(_server: Any):
@@ -635,4 +723,12 @@ class Gateway:
     def serve(self, host: str = "127.0.0.1", port: int = 18765, *, log_level: str = "warning") -> None:
         import uvicorn
 
-        uvicorn.run(self.app(), host=host, port=port, log_level=log_level)
+        from agentenv_local.env.serve import bind_socket
+
+        from .fastpath import protocol_class
+
+        sock = bind_socket(host, port)  # TCP_NODELAY on accepted connections (see bind_socket)
+        # the fast path's protocol: 2026-revision tools/call and tools/list skip h11 and the ASGI cycle too
+        config = uvicorn.Config(self.app(), log_level=log_level, lifespan="on", access_log=False,
+                                timeout_graceful_shutdown=3, http=protocol_class(self))
+        uvicorn.Server(config).run(sockets=[sock])
