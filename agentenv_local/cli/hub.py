@@ -23,6 +23,11 @@ def up(detach):
 
     if detach:
         status = hub_status()
+        deadline = time.monotonic() + 10
+        while status and status.get("pid") is None and time.monotonic() < deadline:
+            # A hub that is starting or stopping (or whose lock a dying process still holds): give it a moment.
+            time.sleep(0.1)
+            status = hub_status()
         if status and status.get("long_lived"):
             click.echo(f"A hub is already running (pid {status.get('pid')}).")
             return 0
