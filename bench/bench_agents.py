@@ -74,13 +74,31 @@ async def in_hub(rounds: int) -> float:
 
 
 async def subprocess_agent(rounds: int) -> tuple[float, float]:
+    """Prompt round trips and bare POSTs to the same subprocess agent, interleaved call by call so that a
+    change in the machine's load affects both the same way."""
+    import httpx2
+
+    from agentenv_local.agents.client import A2AClient
     from agentenv_local.agents.hosting import resolve_spec, spawn
 
     hosted = await spawn(resolve_spec("scripted"), {})
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "none"}}
     try:
-        bare = await bare_post_p50(hosted.url, rounds)
-        prompt = await prompt_p50(hosted.url, rounds)
-        return prompt, bare
+        async with A2AClient(hosted.url) as client, httpx2.AsyncClient() as http:
+            await client.agent_config_set(**PLAN)
+            for _ in range(20):
+                await client.prompt("warm")
+                await http.post(hosted.url + "/a2a", json=body)
+            prompts, bares = [], []
+            for i in range(rounds):
+                started = time.perf_counter()
+                await http.post(hosted.url + "/a2a", json=body)
+                bares.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                task = await client.prompt(f"ping {i}", poll_interval=0.001)
+                prompts.append(time.perf_counter() - started)
+                assert task.text == f"pong ping {i}", task
+        return statistics.median(prompts) * 1000, statistics.median(bares) * 1000
     finally:
         await hosted.stop()
 

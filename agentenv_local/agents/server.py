@@ -310,8 +310,13 @@ class AgentRuntime:
         else:
             # A quick task answers in the reply to message/send itself, sparing the client a poll; a slow one
             # is reported as it stands after this short grace, as non-blocking asks.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(record.done.wait()), NONBLOCKING_GRACE_S)
+            for _ in range(8):  # an agent with no I/O to wait on is done within a few turns of the loop
+                if record.done.is_set():
+                    break
+                await asyncio.sleep(0)
+            if not record.done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(record.done.wait()), NONBLOCKING_GRACE_S)
         task = record.to_wire(dialect, params.history_length)
         return task if dialect == "0.3" else {"task": task}
 
