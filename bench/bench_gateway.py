@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_gateway.py [--calls 500] [--sessions 200]
 
-Measured in one run, side by side (p50 over --calls sequential `echo` calls, mcp 2.x `Client`):
+Measured in one run, side by side (p50 over --calls sequential `echo` calls, mcp 2.x `Client`; the direct,
+gateway and byte-forwarder calls are interleaved one by one, so load changes hit all three alike):
 - direct: a client calling the echo example env (a subprocess) over streamable HTTP;
 - gateway: the same client calling the same env through a gateway (a subprocess, `python -m
   agentenv_local.gateway`) over streamable HTTP: target <= 1.25x direct;
@@ -127,6 +128,27 @@ async def p50_over_mcp(mcp_url: str, calls: int) -> float:
     return statistics.median(times) * 1000
 
 
+async def interleaved_p50s(urls: dict[str, str], calls: int) -> dict[str, float]:
+    """p50 of the same echo call against each MCP URL, one call to each in turn, so that a change in the
+    machine's load (2 shared cores) hits every path alike instead of whichever was measured then."""
+    from contextlib import AsyncExitStack
+
+    from mcp import Client
+
+    async with AsyncExitStack() as stack:
+        clients = {name: await stack.enter_async_context(Client(url)) for name, url in urls.items()}
+        for _ in range(20):
+            for client in clients.values():
+                await client.call_tool("echo", {"text": "warm"})
+        times: dict[str, list[float]] = {name: [] for name in clients}
+        for i in range(calls):
+            for name, client in clients.items():
+                t = time.perf_counter()
+                await client.call_tool("echo", {"text": f"x{i}"})
+                times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) * 1000 for name, ts in times.items()}
+
+
 async def p50_inprocess(calls: int) -> float:
     from agentenv_local.env import load_env
     from agentenv_local.gateway.children import ChildSpec
@@ -162,18 +184,17 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=200)
     args = parser.parse_args()
     with process(["-m", "agentenv_local.env", str(ECHO), "--port", "0"], r"serving on (http://\S+)") as echo:
-        direct = asyncio.run(p50_over_mcp(echo + "/mcp", args.calls))
         port = free_port()
-        with process(["-m", "agentenv_local.gateway", "--child", f"echo={echo}/mcp", "--port", str(port)],
-                     r"serving on (http://\S+)") as gw:
-            asyncio.run(wait_ready(gw))
-            through = asyncio.run(p50_over_mcp(gw + "/mcp", args.calls))
-            errors, rate = asyncio.run(sessions(gw + "/mcp", args.sessions))
         # the floor of any extra hop: a proxy that only pipes bytes (no HTTP, no MCP) in front of the same env
         forwarder = ["-c", (f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
                             f"from gateway_support import forward; forward({echo!r})")]
-        with process(forwarder, r"forwarding on (http://\S+)") as piped:
-            floor = asyncio.run(p50_over_mcp(piped + "/mcp", args.calls))
+        with process(["-m", "agentenv_local.gateway", "--child", f"echo={echo}/mcp", "--port", str(port)],
+                     r"serving on (http://\S+)") as gw, process(forwarder, r"forwarding on (http://\S+)") as piped:
+            asyncio.run(wait_ready(gw))
+            p50s = asyncio.run(interleaved_p50s({"direct": echo + "/mcp", "gateway": gw + "/mcp",
+                                                 "forwarder": piped + "/mcp"}, args.calls))
+            direct, through, floor = p50s["direct"], p50s["gateway"], p50s["forwarder"]
+            errors, rate = asyncio.run(sessions(gw + "/mcp", args.sessions))
         ref = None
         with reference_gateway(echo) as ref_base:
             if ref_base is not None:
