@@ -18,6 +18,7 @@ from agentenv_local import __version__
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("agentenv_local.cli.run:run", "Run a bundle's tasks, or list the bundles there are."),
     "runs": ("agentenv_local.cli.runs:runs", "List, show, resume and cancel runs."),
+    "tui": ("agentenv_local.cli.tui:tui", "Watch runs live in a terminal UI (DAG, clock, triggers, tool calls, scores)."),
     "human": ("agentenv_local.cli.human:human", "Answer the questions human agents of live runs wait on."),
     "task": ("agentenv_local.cli.task:task", "Create, get, validate and run stored tasks."),
     "artifact": ("agentenv_local.cli.artifact:artifact", "Put, get and list artifacts (files and file bundles)."),
@@ -27,6 +28,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("agentenv_local.cli.agent:agent_group", "Store, list, deploy and validate A2A agents."),
     "sandbox": ("agentenv_local.cli.sandbox:sandbox_group", "Set up Podman; list, exec into, read logs of and prune sandboxes."),
     "image": ("agentenv_local.cli.image:image_group", "Build, import and list images in Podman's local storage."),
+    "docs": ("agentenv_local.cli.docs:docs_group", "Search and read the docs, or serve them over MCP (offline)."),
     "config": ("agentenv_local.cli.config:config", "Show the resolved configuration and where each value came from."),
     "plugin": ("agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute."),
     "up": ("agentenv_local.cli.hub:up", "Start a long-lived hub for this project."),

@@ -209,6 +209,7 @@ class Hub:
             "envs.instances": self._op_envs_instances,
             "envs.teardown": self._op_envs_teardown,
             "envs.bind_role": self._op_envs_bind_role,
+            "envs.advance_clock": self._op_envs_advance_clock,  # added for the TUI (issue 6)
             "agents.deploy": self._op_agents_deploy,
             "agents.instances": self._op_agents_instances,
             "agents.teardown": self._op_agents_teardown,
@@ -287,6 +288,26 @@ class Hub:
 
     def _op_envs_bind_role(self, instance_id: str, role: str, conn_id=None) -> str:
         return self.on_loop(lambda: self.envs.bind_role(instance_id, role))
+
+    # -- added for the TUI (issue 6): advance a live env instance's virtual clock by hand -----
+    def _op_envs_advance_clock(self, instance_id: str, seconds: float | str, conn_id=None) -> dict:
+        """Move a deployed env's (stepped or frozen) clock forward, then let its time triggers fire."""
+        async def advance() -> dict:
+            from agentenv_local.gateway.clock import ClockError
+
+            inst = self.envs._live.get(instance_id)
+            gateway = getattr(inst, "gateway", None)
+            if gateway is None:
+                raise HubError(f"env instance {instance_id!r} is not running in this hub with a gateway",
+                               hint="see the running ones with `agentenv env instances`")
+            try:
+                gateway.clock.advance(seconds)
+            except ClockError as exc:
+                raise HubError(f"cannot advance the clock of {instance_id}: {exc}") from None
+            gateway._state_changed("clock")
+            await gateway.engine.tick()
+            return {"instance_id": instance_id, **gateway.clock.state()}
+        return asyncio.run_coroutine_threadsafe(advance(), self.loop).result(30)
 
     def _op_envs_teardown(self, instance_id: str, conn_id=None) -> dict:
         return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)
