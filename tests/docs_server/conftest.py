@@ -6,9 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
