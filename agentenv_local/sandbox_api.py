@@ -94,6 +94,32 @@ def contained_path(root: Path, rel: str, sandbox_id: str) -> Path:
     return Path(target)
 
 
+async def write_host_file(target: Path, data: bytes, path: str, sandbox_id: str) -> None:
+    """Write a sandbox file that lives in a host folder (the process sandbox, podman's /app)."""
+    import asyncio
+
+    from agentenv_local.errors import StepError
+
+    if target.is_dir():
+        raise StepError(f"cannot write {path!r} in sandbox {sandbox_id}: it is a directory")
+
+    def write() -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(bytes(data))
+
+    await asyncio.to_thread(write)
+
+
+async def read_host_file(target: Path, path: str, sandbox_id: str) -> bytes:
+    import asyncio
+
+    from agentenv_local.errors import NotFoundError
+
+    if not target.is_file():
+        raise NotFoundError(f"no file {path!r} in sandbox {sandbox_id}")
+    return await asyncio.to_thread(target.read_bytes)
+
+
 class Sandbox(abc.ABC):
     type: ClassVar[str] = ""
 

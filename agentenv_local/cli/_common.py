@@ -52,3 +52,23 @@ def duration(seconds: float | None) -> str:
 
 def score_text(score: float | None) -> str:
     return "-" if score is None else f"{score:.2f}".rstrip("0").rstrip(".") if score not in (0, 1) else str(int(score))
+
+
+def serve_until_stopped(s: Any, teardown: Any) -> None:
+    """Keep a command in the foreground until Ctrl-C, SIGTERM or the hub stopping, then call `teardown()`
+    (what `env deploy` and `agent deploy` do when nobody else keeps the hub up)."""
+    import signal
+    import threading
+
+    click.echo("Serving until Ctrl-C.", err=True)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.2):
+            if s.is_hub and s.hub.shutdown_requested.is_set():
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        teardown()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import threading
 
 import click
 
-from ._common import ago, echo_json, session, table
+from ._common import ago, echo_json, serve_until_stopped, session, table
 
 
 def _json_option(text: str | None, what: str) -> dict:
@@ -105,18 +103,7 @@ def deploy(agent_id, version, runtime, config_json, keep_running, as_json):
         if not foreground:
             click.echo(f"Stop it with `agentenv agent teardown {record['instance_id']}`.", err=as_json)
             return
-        click.echo("Serving until Ctrl-C.", err=True)
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            while not stop.wait(0.2):
-                if s.is_hub and s.hub.shutdown_requested.is_set():
-                    break
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            s.call("agents.teardown", record["instance_id"])
+        serve_until_stopped(s, lambda: s.call("agents.teardown", record["instance_id"]))
 
 
 @agent_group.command("instances")

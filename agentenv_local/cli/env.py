@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._common import ago, echo_json, session, table
+from ._common import ago, echo_json, serve_until_stopped, session, table
 
 
 @click.group("env")
@@ -126,8 +126,6 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, as_json):
     `agentenv env teardown INSTANCE`. Otherwise this command is the hub: it serves the env until
     Ctrl-C, then tears it down.
     """
-    import signal
-    import threading
 
     from agentenv_local.errors import ValidationError
 
@@ -143,22 +141,14 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, as_json):
         if not foreground:
             click.echo(f"Stop it with `agentenv env teardown {record['instance_id']}`.")
             return
-        click.echo("Serving until Ctrl-C.", err=True)
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            while not stop.wait(0.2):
-                if s.is_hub and s.hub.shutdown_requested.is_set():
-                    break
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        def teardown() -> None:
             try:
                 s.call("envs.teardown", record["instance_id"])
             except Exception as e:  # noqa: BLE001 - the hub's close tears it down anyway
                 click.echo(f"teardown: {e}", err=True)
             click.echo(f"Tore down {record['instance_id']}.", err=True)
+
+        serve_until_stopped(s, teardown)
 
 
 @env_group.command("instances")

@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
-from agentenv_local.sandbox_api import app_relative, contained_path
+from agentenv_local.sandbox_api import (
+    app_relative,
+    contained_path,
+    read_host_file,
+    write_host_file,
+)
 
 from ..base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 from . import images
@@ -191,14 +196,7 @@ class PodmanSandbox(Sandbox):
             if "error" in reply:
                 raise StepError(f"cannot write {path!r} in sandbox {self.sandbox_id}: {reply['error']}")
             return
-        if target.is_dir():
-            raise StepError(f"cannot write {path!r} in sandbox {self.sandbox_id}: it is a directory")
-
-        def write() -> None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(bytes(data))
-
-        await asyncio.to_thread(write)
+        await write_host_file(target, data, path, self.sandbox_id)
 
     async def read_file(self, path: str) -> bytes:
         self._require_alive()
@@ -210,9 +208,7 @@ class PodmanSandbox(Sandbox):
                     raise NotFoundError(f"no file {path!r} in sandbox {self.sandbox_id}")
                 raise StepError(f"cannot read {path!r} in sandbox {self.sandbox_id}: {reply['error']}")
             return decode(reply.get("data"))
-        if not target.is_file():
-            raise NotFoundError(f"no file {path!r} in sandbox {self.sandbox_id}")
-        return await asyncio.to_thread(target.read_bytes)
+        return await read_host_file(target, path, self.sandbox_id)
 
     async def exists(self, path: str, kind: Literal["any", "file", "dir"] = "any") -> bool:
         self._require_alive()
