@@ -383,7 +383,15 @@ class Gateway:
         try:
             self.access.check_call(role, tool)
         except RbacError as e:
-            raise GatewayError(e.status, str(e.message if hasattr(e, "message") else e)) from None
+            reason = str(e.message if hasattr(e, "message") else e)
+            # Denials are part of what happened: the trajectory (and the TUI) show who was refused what.
+            denied = {"event_type": "tool_call_denied", "tool_call": {"function_name": tool, "arguments": arguments},
+                      "role": role, "error": reason, **({"source": source} if source else {})}
+            if self.on_event is None:
+                self._record_event(denied)
+            else:
+                await self._log_event(denied)
+            raise GatewayError(e.status, reason) from None
         route = self._routes.get(tool)
         is_clock_tool = route is None and tool == GET_TIME_TOOL_NAME and self.clock.armed
         if route is None and not is_clock_tool:

@@ -69,6 +69,12 @@ def test_rbac_disable_enable_sequences(demo):
         r = h.post("/step", json={"action": "call_tool", "tool_name": "echo", "arguments": {"text": "x"}},
                    headers=alice)
         assert r.status_code == 403 and r.json() == {"error": "Tool 'echo' is disabled for role 'alice'"}
+        import json as _json
+
+        denied = [e for e in map(_json.loads, h.get("/trajectory").text.splitlines())
+                  if e.get("event_type") == "tool_call_denied"]
+        assert [(e["role"], e["tool_call"]["function_name"], e["error"]) for e in denied] == [
+            ("alice", "echo", "Tool 'echo' is disabled for role 'alice'")]  # refusals are in the trajectory
         assert h.post("/tools/disable", json={"role": "*", "tools": "*"}).json() == {
             "role": "*", "disabled": ["*"], "allowed": []}
         h.post("/tools/enable", json={"role": "bob", "tools": ["list_notes"]})
