@@ -7,12 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import echo_json, table
-
-
-def _config() -> dict:
-    from agentenv_local.config import load_config
-
-    return load_config().get("sandbox.providers.podman") or {}
+from .sandbox import podman_config
 
 
 @click.group("image")
@@ -43,7 +38,7 @@ def build(name, context, version, containerfile, build_args, quiet, as_json):
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--build-arg")
         args[key] = value
-    config = _config()
+    config = podman_config()
     progress = None if (quiet or as_json) else (lambda line: click.echo(f"  {line}", err=True))
     args.setdefault("BASE", images.ensure_base_image(config, on_line=progress))
     result = images.build(name, version, context, containerfile=containerfile, build_args=args, config=config,
@@ -65,7 +60,7 @@ def import_(name, tarball, version, as_json):
     """Import a rootfs TARBALL as localhost/agentenv/NAME:VERSION."""
     from sandboxes.podman import images
 
-    result = images.import_rootfs(name, version, tarball, config=_config())
+    result = images.import_rootfs(name, version, tarball, config=podman_config())
     if as_json:
         echo_json(result)
     else:
@@ -78,7 +73,7 @@ def list_images(as_json):
     """Images agentenv built or imported."""
     from sandboxes.podman import images
 
-    rows = images.list_images(_config())
+    rows = images.list_images(podman_config())
     if as_json:
         echo_json(rows)
         return

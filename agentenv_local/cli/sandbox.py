@@ -60,7 +60,7 @@ def setup(as_json):
     from sandboxes.podman import images
     from sandboxes.podman.engine import configure
 
-    config = _podman_config()
+    config = podman_config()
     say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
     base = images.ensure_base_image(config, on_line=say)
     result = configure(base, config, log=say)
@@ -79,7 +79,8 @@ def setup(as_json):
     click.echo("Podman is ready: `agentenv run hello --sandbox podman`")
 
 
-def _podman_config() -> dict:
+def podman_config() -> dict:
+    """`[sandbox.providers.podman]` of this project (`agentenv image` uses it too)."""
     from agentenv_local.config import load_config
 
     return load_config().get("sandbox.providers.podman") or {}

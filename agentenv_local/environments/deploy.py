@@ -520,13 +520,8 @@ class EnvManager:
 
         async with httpx2.AsyncClient(timeout=2.0) as http:
             while True:
-                with contextlib.suppress(Exception):  # not listening yet
-                    r = await http.get(base + "/ready")
-                    if r.status_code == 200:
-                        return
-                    r = await http.get(url)
-                    if r.status_code < 500:
-                        return
+                if await _answers(http, base, url):
+                    return
                 if loop.time() - checked > 0.5:
                     checked = loop.time()
                     try:
@@ -558,13 +553,8 @@ class EnvManager:
                 if p.proc.poll() is not None:
                     raise DeployError(f"{where}: its server exited with code {p.proc.returncode} before it "
                                       f"was ready; its last output:\n{p.last_output()}")
-                with contextlib.suppress(Exception):  # not listening yet
-                    r = await http.get(base + "/ready")
-                    if r.status_code == 200:
-                        return
-                    r = await http.get(url)
-                    if r.status_code < 500:
-                        return
+                if await _answers(http, base, url):
+                    return
                 if loop.time() > deadline:
                     raise DeployError(f"{where}: its server did not answer at {url} within "
                                       f"{self.ready_timeout:g}s; its last output:\n{p.last_output()}")
@@ -679,6 +669,15 @@ class EnvManager:
         future = asyncio.run_coroutine_threadsafe(self.aclose(), self.loop)
         with contextlib.suppress(Exception):
             future.result(timeout)
+
+
+async def _answers(http: Any, base: str, url: str) -> bool:
+    """Is an env server up: its `/ready` says so, or its MCP URL answers without a server error?"""
+    with contextlib.suppress(Exception):  # not listening yet
+        if (await http.get(base + "/ready")).status_code == 200:
+            return True
+        return (await http.get(url)).status_code < 500
+    return False
 
 
 def _sandbox_fields(children: list[dict]) -> dict:

@@ -117,7 +117,7 @@ class RubricsVerifierStep(Step):
             return [why]
         return []
 
-    def config_preflight(self, config: Any) -> list[str]:
+    def config_preflight(self, config: Any, overrides: dict | None = None) -> list[str]:
         """The runner's check before a run starts (its messages name the step already)."""
         return [p.split(": ", 1)[1] if p.startswith(f"step {self.id!r}") else p for p in self.preflight(config)]
 

@@ -107,14 +107,9 @@ class Runner:
 
     def _config_preflight(self, task: Any, task_id: str, overrides: dict) -> None:
         """Steps that need configuration (a model endpoint, say) say so before anything deploys."""
-        import inspect
-
         problems = []
         for step in task.steps:
-            check = step.config_preflight
-            takes_overrides = "overrides" in inspect.signature(check).parameters
-            found = check(self.services.config, overrides) if takes_overrides else check(self.services.config)
-            for problem in found:
+            for problem in step.config_preflight(self.services.config, overrides):
                 problems.append(f"step {step.id!r} ({step.type}): {problem}")
         if problems:
             raise ValidationError(f"task {task_id} cannot run with this configuration; nothing was started",

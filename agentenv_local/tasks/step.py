@@ -57,9 +57,10 @@ class Step(BaseModel):
         """Pure checks of the step's own fields beyond their types (no store, no I/O)."""
         return []
 
-    def config_preflight(self, config: Any) -> list[str]:
+    def config_preflight(self, config: Any, overrides: dict | None = None) -> list[str]:
         """What this step needs from the configuration and does not find (checked when a run is submitted,
-        before any step runs): e.g. a model endpoint for a role. `config` has `.get("a.b")`."""
+        before any step runs): e.g. a model endpoint for a role. `config` has `.get("a.b")`; `overrides` are
+        the run's own settings (`--agent`, `--sandbox`)."""
         return []
 
     async def execute(self, ctx: "StepContext") -> None:  # pragma: no cover - abstract

@@ -559,7 +559,8 @@ class PodmanSandboxProvider(SandboxProvider):
         teardown began and never finished. A kept sandbox of a finished run stays.
         """
         doomed = []
-        for row in self.containers():
+        rows = self.containers()
+        for row in rows:
             status, run_id = row["status"], row["run_id"]
             if status in ("terminating", "terminated", "unknown"):
                 reason = "its teardown never finished" if status != "unknown" else "it has no record"
@@ -574,7 +575,7 @@ class PodmanSandboxProvider(SandboxProvider):
             else:
                 continue
             doomed.append({**row, "reason": reason})
-        known = {r["sandbox_id"] for r in self.containers()} if self.root.is_dir() else set()
+        known = {r["sandbox_id"] for r in rows}
         if self.root.is_dir():  # work folders whose container is already gone
             for entry in self.root.iterdir():
                 if entry.is_dir() and entry.name.startswith("podman-") and entry.name not in known:
