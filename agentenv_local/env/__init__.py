@@ -54,6 +54,9 @@ from .card import (
     TextPart,
 )
 from .context import (
+    CHANGES_EXTENSION_URI,
+    CHANGES_META_KEY,
+    CHANGES_TRUNCATED_META_KEY,
     DEFAULT_ROLE,
     EMPTY,
     HIDDEN_BY_DEFAULT_META_KEY,
@@ -67,6 +70,7 @@ from .context import (
     bound,
     normalize_role,
     parse_virtual_time,
+    record_change,
 )
 from .errors import EnvError
 
@@ -79,6 +83,9 @@ def load_env(target):
 
 
 __all__ = [
+    "CHANGES_EXTENSION_URI",
+    "CHANGES_META_KEY",
+    "CHANGES_TRUNCATED_META_KEY",
     "DEFAULT_ROLE",
     "EMPTY",
     "HIDDEN_BY_DEFAULT_META_KEY",
@@ -117,6 +124,7 @@ __all__ = [
     "load_env",
     "normalize_role",
     "parse_virtual_time",
+    "record_change",
     "reset_data",
     "tool",
 ]

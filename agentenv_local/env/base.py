@@ -25,6 +25,9 @@ Decorators (all checked when the class is created, so mistakes fail at import, n
 - `@environment_card(name=..., description=..., ...)` on the class (or the class attributes
   `environment_name` / `environment_description`).
 
+Changes: set `keeps_changelog = True` on the class and report each row a tool writes with
+`ctx.record_change(table, op, key, before=..., after=...)` (see context.py).
+
 Hooks to override: `on_tool_call(ctx)` (return None to proceed, or a refusal), `on_startup()` /
 `on_shutdown()` (sync or async; run once around serving), `extension_params(uri)`,
 `declared_extensions()`.
@@ -377,6 +380,9 @@ class Env:
     #: Run synchronous tools / handlers on a worker thread instead of inline on the event loop (the default,
     #: like the reference's servers: calls then never overlap, and an env's SQLite connection stays on one thread).
     sync_handlers_in_thread: ClassVar[bool] = False
+    #: The env reports the rows its tool calls change (`ctx.record_change(...)`): its card then advertises
+    #: `urn:agentenv:changes/v1`, and a gateway in front of it keeps a changelog (`GET /changes`).
+    keeps_changelog: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

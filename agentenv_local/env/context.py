@@ -14,6 +14,14 @@ The SDK binds one context per call before the tool (and `on_tool_call`) runs; co
 with `ToolContext.current()` (a contextvar: tasks and `asyncio.to_thread` inherit it, raw threads do not).
 Outside a call `current()` returns `EMPTY`. Tests bind a caller with
 `with bound(ToolContext.as_caller("alice")): ...`.
+
+Changes: a tool (or code it calls) reports the rows it wrote with `ctx.record_change(table, op, key, before=,
+after=)` (or the module-level `record_change(...)`, which records on the current call). The SDK returns the
+call's rows in the result's `_meta["agentenv.io/changes"]` as `[{table, op, key, before, after}]` (at most
+`MAX_CHANGES_PER_CALL`; past that `_meta["agentenv.io/changes_truncated"]` counts the rows left out), and a
+gateway in front of the env takes them out, numbers them and serves them at `GET /changes`. A call that records
+nothing gets no meta key. Only tool calls report changes: outside one (the data plane, extensions, no call
+bound) a recorded row is validated and dropped.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ ROLE_META_KEY = "agentenv.io/role"
 SESSION_META_KEY = "agentenv.io/session"
 VIRTUAL_TIME_META_KEY = "agentenv.io/virtual_time"
 HIDDEN_BY_DEFAULT_META_KEY = "agentenv.io/hiddenByDefault"
+CHANGES_META_KEY = "agentenv.io/changes"
+CHANGES_TRUNCATED_META_KEY = "agentenv.io/changes_truncated"
+CHANGES_EXTENSION_URI = "urn:agentenv:changes/v1"
+MAX_CHANGES_PER_CALL = 1000
+CHANGE_OPS = ("insert", "update", "delete")
 DEFAULT_ROLE = "default"
 
 Transport = Literal["mcp", "rest", "inproc", "none"]
@@ -109,6 +122,60 @@ def caller_from_request(meta: Mapping[str, Any] | None, headers: Any) -> Caller:
     return Caller(role=normalize_role(raw_role), session=session or None, raw_role=raw_role)
 
 
+def _json_row(value: Any, what: str) -> Any:
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError as e:
+        raise TypeError(f"record_change: {what} must be JSON-able, got {type(value).__name__} ({e})") from None
+
+
+def change_row(table: Any, op: Any, key: Any, before: Any = None, after: Any = None) -> dict:
+    """One validated change row `{table, op, key, before, after}` in JSON form (a copy: later edits of the
+    dicts passed in do not change it)."""
+    if not isinstance(table, str) or not table.strip():
+        raise ValueError(f"record_change: table must be a non-empty string, got {table!r}")
+    if op not in CHANGE_OPS:
+        raise ValueError(f"record_change: op must be 'insert', 'update' or 'delete', got {op!r}")
+    if key is None:
+        raise ValueError("record_change: key must identify the row (its id, or a dict of its key columns), "
+                         "got None")
+    for name, value in (("before", before), ("after", after)):
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"record_change: {name} must be a dict of the row's columns or None, "
+                            f"got {type(value).__name__}")
+    return {"table": table, "op": op, "key": _json_row(key, "key"),
+            "before": None if before is None else _json_row(dict(before), "before"),
+            "after": None if after is None else _json_row(dict(after), "after")}
+
+
+class ChangeSet:
+    """The rows one call recorded (the first `MAX_CHANGES_PER_CALL`) and how many more it left out."""
+
+    __slots__ = ("dropped", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.dropped = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.rows or self.dropped)
+
+    def add(self, row: dict) -> None:
+        if len(self.rows) < MAX_CHANGES_PER_CALL:
+            self.rows.append(row)
+        else:
+            self.dropped += 1
+
+    def meta(self) -> dict:
+        """The result `_meta` entries that carry these rows."""
+        out: dict[str, Any] = {CHANGES_META_KEY: list(self.rows)}
+        if self.dropped:
+            out[CHANGES_TRUNCATED_META_KEY] = self.dropped
+        return out
+
+
 @dataclasses.dataclass(frozen=True)
 class ToolContext:
     """What the SDK knows about one call. Hashable (keyed on `call_id` and the caller), so per-call state
@@ -123,6 +190,25 @@ class ToolContext:
     virtual_time: _dt.datetime | None = None
     meta: Mapping[str, Any] = dataclasses.field(default_factory=lambda: _frozen(None), hash=False, compare=False)
     headers: Any = dataclasses.field(default=None, hash=False, compare=False, repr=False)
+    #: The rows this call records (None: a context that reports none, e.g. `EMPTY` or an extension call).
+    changes: ChangeSet | None = dataclasses.field(default=None, hash=False, compare=False, repr=False)
+
+    def record_change(self, table: str, op: str, key: Any, before: Mapping[str, Any] | None = None,
+                      after: Mapping[str, Any] | None = None) -> None:
+        """Report a row this call wrote: `op` is `insert` (give `after`), `update` (`before` and `after`) or
+        `delete` (`before`); `key` identifies the row (its id, or a dict of its key columns); `before`/`after`
+        are the row's JSON-able columns. Raises ValueError/TypeError on a bad row, wherever it is called; outside
+        a tool call the row is dropped."""
+        row = change_row(table, op, key, before, after)
+        if self.changes is not None:
+            self.changes.add(row)
+        else:
+            logger.debug("record_change outside a tool call (%s %s %r): dropped", op, table, key)
+
+    @property
+    def recorded_changes(self) -> list[dict]:
+        """The rows recorded so far on this call (the first `MAX_CHANGES_PER_CALL`)."""
+        return list(self.changes.rows) if self.changes is not None else []
 
     @property
     def role(self) -> str | None:
@@ -148,7 +234,7 @@ class ToolContext:
         """A context for tests (bind it with `bound(...)`, or pass it to a handler directly)."""
         return cls(caller=Caller(role=normalize_role(role), session=session, raw_role=role), tool=tool,
                    arguments=_frozen(arguments), call_id=uuid.uuid4().hex, transport=transport,
-                   virtual_time=parse_virtual_time(virtual_time))
+                   virtual_time=parse_virtual_time(virtual_time), changes=ChangeSet())
 
     for_test = as_caller
 
@@ -162,7 +248,7 @@ class ToolContext:
             raw_time = _header(headers, VIRTUAL_TIME_HEADER)
         return cls(caller=caller_from_request(meta, headers), tool=tool, arguments=_frozen(arguments),
                    call_id=uuid.uuid4().hex, transport=transport, virtual_time=parse_virtual_time(raw_time),
-                   meta=_frozen(meta), headers=headers)
+                   meta=_frozen(meta), headers=headers, changes=None if transport == "rest" else ChangeSet())
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
@@ -175,6 +261,12 @@ EMPTY = ToolContext()
 
 _current: contextvars.ContextVar[ToolContext] = contextvars.ContextVar("agentenv_local.env.tool_context",
                                                                       default=EMPTY)
+
+
+def record_change(table: str, op: str, key: Any, before: Mapping[str, Any] | None = None,
+                  after: Mapping[str, Any] | None = None) -> None:
+    """`ToolContext.current().record_change(...)`: report a row the current tool call wrote."""
+    _current.get().record_change(table, op, key, before, after)
 
 
 @contextlib.contextmanager

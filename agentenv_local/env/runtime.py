@@ -33,7 +33,12 @@ from .card import (
     EnvironmentTool,
 )
 from .context import (
+    CHANGE_OPS,
+    CHANGES_EXTENSION_URI,
+    CHANGES_META_KEY,
+    CHANGES_TRUNCATED_META_KEY,
     HIDDEN_BY_DEFAULT_META_KEY,
+    MAX_CHANGES_PER_CALL,
     ROLE_META_KEY,
     SESSION_META_KEY,
     VIRTUAL_TIME_META_KEY,
@@ -70,6 +75,19 @@ class ServedTool:
         if meta:
             entry["_meta"] = meta
         return entry
+
+
+def changes_extension() -> dict:
+    """The card entry of an env that keeps a changelog (`keeps_changelog = True`): a declaration, no route."""
+    return {"uri": CHANGES_EXTENSION_URI,
+            "description": "Changes: each tool call reports the rows it changed in its result's _meta "
+                           f"{CHANGES_META_KEY!r} as [{{table, op, key, before, after}}] (at most "
+                           f"{MAX_CHANGES_PER_CALL} per call); a gateway in front of the env numbers them, "
+                           "attributes each to its call and serves them at GET /changes.",
+            "params": {"delivery": "tool_result_meta", "meta_key": CHANGES_META_KEY,
+                       "truncated_meta_key": CHANGES_TRUNCATED_META_KEY, "max_rows_per_call": MAX_CHANGES_PER_CALL,
+                       "ops": list(CHANGE_OPS)},
+            "required": False}
 
 
 def _rfc3339(value: Any) -> Any:
@@ -145,6 +163,8 @@ class Runtime:
         seen = {e.uri for e in extensions}
         declared = [EnvironmentExtension.model_validate(e) if isinstance(e, dict) else e
                     for e in (self.env.declared_extensions() or [])]
+        if getattr(type(self.env), "keeps_changelog", False) is True:
+            declared.append(EnvironmentExtension.model_validate(changes_extension()))
         for entry in [EnvironmentExtension.model_validate(e) for e in advertise(self)] + declared:
             if entry.uri not in seen:
                 extensions.append(entry)
@@ -194,6 +214,13 @@ class Runtime:
             arguments = {}
         ctx = ToolContext.from_request(name, arguments if isinstance(arguments, dict) else {}, meta=meta,
                                        headers=headers, transport=transport)  # type: ignore[arg-type]
+        result = await self._dispatch(served, name, arguments, ctx)
+        changes = ctx.changes
+        if changes:  # the rows the call recorded ride in the result's _meta (none: no key at all)
+            result["_meta"] = {**(result.get("_meta") or {}), **changes.meta()}
+        return result
+
+    async def _dispatch(self, served: ServedTool, name: str, arguments: Any, ctx: ToolContext) -> dict:
         token = _current.set(ctx)
         try:
             if self.hook is not None:

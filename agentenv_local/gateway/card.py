@@ -1,6 +1,7 @@
-"""The gateway's composed Environment Card: its own control-plane extensions (the reference's eight less
-``changes/v1``, which needs a changelog this gateway does not keep) and each child's card under
-``children_environments``, rewritten to be reached through the gateway's ``/svc/mcp-<name>`` proxy."""
+"""The gateway's composed Environment Card: its own control-plane extensions (the reference's eight; ``changes/v1``
+only while the gateway keeps a changelog, i.e. a child advertises ``urn:agentenv:changes/v1`` or has reported
+changed rows, see changes.py) and each child's card under ``children_environments``, rewritten to be reached
+through the gateway's ``/svc/mcp-<name>`` proxy."""
 
 from __future__ import annotations
 
@@ -34,8 +35,16 @@ def _ext(uri: str, description: str, endpoint: str, methods: dict, **params: Any
             "required": False}
 
 
-def gateway_extensions() -> list[dict]:
-    return [
+_CHANGES_QUERY = {
+    "type": "object",
+    "properties": {"after_id": {"type": "integer", "minimum": 0, "default": 0},
+                   "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
+}
+
+
+def gateway_extensions(*, changes: bool = False) -> list[dict]:
+    """The gateway's own extensions; ``changes``: whether it keeps a changelog (advertise ``changes/v1``)."""
+    extensions = [
         _ext("urn:agentenv:disable-tool/v1", "Disable tools for a role.", "/tools/disable",
              {"disable": {"method": "POST", "request": _ROLE_TOOLS}}),
         _ext("urn:agentenv:enable-tool/v1", "Enable tools for a role.", "/tools/enable",
@@ -77,6 +86,12 @@ def gateway_extensions() -> list[dict]:
              "them serves, its changelog id and its role rules.", "/state",
              {"get": {"method": "GET", "endpoint": "/state"}}),
     ]
+    if changes:
+        extensions.append(_ext(
+            "urn:agentenv:changes/v1", "Changes: the rows the env's tool calls changed, numbered gateway-wide, each "
+            "with the one call (or trigger action) that changed it; page with after_id and limit.", "/changes",
+            {"get": {"method": "GET", "endpoint": "/changes", "request": _CHANGES_QUERY}}))
+    return extensions
 
 
 def _rewrite_endpoint(prefix: str, endpoint: Any) -> Any:
@@ -96,7 +111,8 @@ def rewrite_child_card(service: str, card: dict) -> dict:
         params = ext.get("params")
         if not isinstance(params, dict):
             continue
-        params["endpoint"] = _rewrite_endpoint(prefix, params.get("endpoint"))
+        if "endpoint" in params:
+            params["endpoint"] = _rewrite_endpoint(prefix, params["endpoint"])
         for method in (params.get("methods") or {}).values():
             if isinstance(method, dict) and "endpoint" in method:
                 method["endpoint"] = _rewrite_endpoint(prefix, method["endpoint"])

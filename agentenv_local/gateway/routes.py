@@ -194,7 +194,15 @@ def build_app(gateway: Gateway) -> Any:
                         headers={"X-Trajectory-Total-Bytes": str(len(text.encode()))})
 
     async def changes(request: Request) -> Any:
-        return _json({"ok": False, "error": "this env keeps no changelog"}, 404)
+        from .changes import NO_CHANGELOG, ChangesError, page_params
+
+        if not gateway.changes.keeps:
+            return _json({"ok": False, "error": NO_CHANGELOG}, 404)
+        try:
+            after_id, limit = page_params(request.query_params.get("after_id"), request.query_params.get("limit"))
+        except ChangesError as e:
+            return _json(e.to_wire(), e.status)
+        return _json(gateway.changes.page(after_id, limit))
 
     async def svc(request: Request) -> Any:
         service = request.path_params["service"]
@@ -277,6 +285,10 @@ def build_app(gateway: Gateway) -> Any:
     async def lifespan(app: Any):
         await gateway.start()
         gateway.start_driver()
+        try:  # which children keep a changelog (their cards say; in-process ones are known already)
+            await gateway.changes.learn(gateway.children, gateway.child_card)
+        except Exception:  # not knowing only delays it to the first changed row
+            logger.exception("gateway %s: reading its children's cards for changes/v1 failed", gateway.name)
         try:
             async with manager.run():
                 yield

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from random import getrandbits
 from typing import Any, Self
 
+from .changes import ChangeLog
 from .children import Child, ChildError, ChildSpec
 from .clock import GET_TIME_TOOL, GET_TIME_TOOL_NAME, ClockError, VirtualClock
 from .rbac import (
@@ -223,6 +224,7 @@ class Gateway:
         # False sends every request through the stack (the tests compare the two)
         self.fast_mcp = True
         self._svc_apps: dict[str, Any] = {}
+        self.changes = ChangeLog(self.children, clock=self.clock)
 
     def _state_changed(self, what: str) -> None:
         """Tell the owner (the hub, which keeps RBAC rules and trigger state in the store) that ``what``
@@ -429,7 +431,8 @@ class Gateway:
             except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
                 await self._log_event({"event_type": "tool_call_failed", **extra, "tool_call_event_id": call_id,
                                        "error": f"{type(e).__name__}: {str(e)[:300]}",
-                                       "changelog_id_before": None, "changelog_id": None})
+                                       "changelog_id_before": self.changes.head_or_none(),
+                                       "changelog_id": self.changes.head_or_none()})
                 timed_out = isinstance(e, TimeoutError)
                 if raise_failures:
                     if timed_out:
@@ -441,8 +444,15 @@ class Gateway:
                 return _error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
                                      f"({type(e).__name__}: {str(e)[:300] or 'connection lost'}); the gateway "
                                      f"reopens its session, so the call may be retried")
+        if is_clock_tool or "_meta" not in result:  # an env's rows ride in _meta (wire() drops an empty one)
+            changelog_before = changelog_id = self.changes.head_or_none()
+        else:
+            actor = {"event_type": "tool_call", "role": role, "tool": tool, "tool_call_event_id": call_id, **extra}
+            if causes:
+                actor["caused_by"] = causes
+            changelog_before, changelog_id = self._absorb_changes(child.name, result, actor)
         done = {"event_type": "tool_call_result", **extra, "tool_call_event_id": call_id,
-                "tool_call_result": result, "changelog_id_before": None, "changelog_id": None}
+                "tool_call_result": result, "changelog_id_before": changelog_before, "changelog_id": changelog_id}
         if self.on_event is None:
             self._record_event(done)
         else:
@@ -475,11 +485,38 @@ class Gateway:
             meta[VIRTUAL_TIME_META_KEY] = stamp
         try:
             async with self._guard():
-                return await child.call(child_tool, arguments, meta)
+                result = await child.call(child_tool, arguments, meta)
         except Exception as e:  # noqa: BLE001
             return _error_result(f"Tool '{tool}' failed: {type(e).__name__}: {e}")
+        self._absorb_changes(child.name, result, self._internal_actor(tool, role))
+        return result
+
+    def _internal_actor(self, tool: str, role: str) -> dict:
+        """The actor of a trigger's tool action: the trigger whose firing runs it (the engine runs each firing in
+        a task named after the trigger) and that firing's ``trigger_fired`` event."""
+        actor: dict[str, Any] = {"event_type": "internal_tool_call", "role": role, "tool": tool,
+                                 "tool_call_event_id": None, "source": "trigger_engine"}
+        task = asyncio.current_task()
+        trigger_id = task.get_name() if task is not None else None
+        if trigger_id and trigger_id in self.engine.statuses():
+            cause: dict[str, Any] = {"trigger_id": trigger_id}
+            for event in reversed(self.events):
+                if event.get("event_type") == "trigger_fired" and event.get("trigger_id") == trigger_id:
+                    cause["event_id"] = event.get("event_id")
+                    break
+            actor["caused_by"] = [cause]
+        return actor
 
     # --- trajectory ----------------------------------------------------------------------------------------
+
+    def _absorb_changes(self, server: str, result: dict, actor: dict) -> tuple[int | None, int | None]:
+        """Take the rows a child's tool call changed out of its ``result`` into the changelog, attributed to
+        ``actor``; answers ``(changelog_id_before, changelog_id)`` for the call's trajectory event."""
+        try:
+            return self.changes.absorb(server, result, actor)
+        except Exception:  # a bad row never fails the call
+            logger.exception("changelog: absorbing the changes of %s on %s failed", actor.get("tool"), server)
+            return self.changes.head_or_none(), self.changes.head_or_none()
 
     async def _log_event(self, event: dict) -> str:
         event_id = self._record_event(event)
@@ -518,8 +555,8 @@ class Gateway:
                                                                                     "properties": {}}}
                                             for t in tools]}
                    for name, tools in self._server_tools]
-        return {"mcp_servers": servers, "changelog_id": None, "roles": self.access.roles_state(),
-                "tool_name_clashes": self.clashes}
+        return {"mcp_servers": servers, "changelog_id": self.changes.head_or_none(),
+                "roles": self.access.roles_state(), "tool_name_clashes": self.clashes}
 
     def step_list(self, role: str) -> dict:
         return {"tools": [{"name": t["name"], "description": t.get("description") or "",
@@ -542,7 +579,7 @@ class Gateway:
         if not isinstance(arguments, dict):
             raise GatewayError(400, "'arguments' must be a JSON object")
         result = await self.call(tool, arguments, role=role, source="step_api", raise_failures=True)
-        return {**result, "changelog_id": None}
+        return {**result, "changelog_id": self.changes.head_or_none()}
 
     def arm_clock(self, body: Any) -> dict:
         if GET_TIME_TOOL_NAME in self._routes:
@@ -583,9 +620,11 @@ class Gateway:
         from .card import gateway_extensions
 
         children = await asyncio.gather(*(self.child_card(c) for c in self.children))
+        for child, child_card in zip(self.children, children, strict=True):
+            self.changes.note_card(child.name, child_card)
         return {"name": self.name, "protocolVersion": PROTOCOL_VERSION, "url": RPC_PATH,
                 "preferredTransport": "JSONRPC", "additionalInterfaces": [{"url": "/mcp", "transport": "mcp"}],
-                "capabilities": {"extensions": gateway_extensions()},
+                "capabilities": {"extensions": gateway_extensions(changes=self.changes.keeps)},
                 "children_environments": [c for c in children if c is not None]}
 
     # --- MCP -----------------------------------------------------------------------------------------------

@@ -474,6 +474,7 @@ class SnapshotEnvStep(EnvStep):
 
     snapshot_id: str | None = None
     include_env_trajectory: bool = False
+    include_env_changes: bool = False
     export_timeout_seconds: float = Field(default=600, gt=0)
 
     def artifact_id(self, ctx: StepContext) -> str:
@@ -502,6 +503,10 @@ class SnapshotEnvStep(EnvStep):
                     raise StepError(f"step {self.id!r}: reading the trajectory of env {self.env_id!r} failed "
                                     f"({status}): {message_of(text)}")
                 files["trajectory.jsonl"] = (text if isinstance(text, str) else json.dumps(text)).encode()
+            if self.include_env_changes:
+                rows = await self._changes(ctx, gw)
+                if rows is not None:
+                    files["changes.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
         artifact_id = self.artifact_id(ctx)
         try:
             doc = artifact_types.put_artifact(
@@ -514,6 +519,24 @@ class SnapshotEnvStep(EnvStep):
         ctx.metadata.setdefault("env_snapshotted_universes", {})[self.id] = {"id": doc["id"],
                                                                              "version": doc["version"]}
         ctx.log(f"snapshot of env {self.env_id} ({', '.join(children)}) stored as {doc['id']} v{doc['version']}")
+
+
+    async def _changes(self, ctx: StepContext, gw: EnvGateway) -> list | None:
+        """Every change row the gateway keeps (`GET /changes`, page by page); None when it keeps no changelog."""
+        rows: list = []
+        after = 0
+        while True:
+            status, page = await gw.request("GET", "/changes", params={"after_id": after, "limit": 10000})
+            if status == 404 and not rows:
+                ctx.log(f"env {self.env_id} keeps no changelog: the snapshot has no changes.jsonl")
+                return None
+            if status >= 300 or not isinstance(page, dict) or not isinstance(page.get("changes"), list):
+                raise StepError(f"step {self.id!r}: reading the changes of env {self.env_id!r} failed "
+                                f"({status}): {message_of(page)}")
+            rows += page["changes"]
+            if not page.get("has_more") or not page["changes"]:
+                return rows
+            after = page["changes"][-1]["id"]
 
 
 # --- load_artifact into an env (called by the load_artifact step) ------------------------------------------

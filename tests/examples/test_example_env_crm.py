@@ -240,7 +240,7 @@ def test_crm_over_http_with_roles_and_fault_injection(tmp_path):
             card = h.get(base + "/.well-known/agent-env.json").json()
             assert card["name"] == "crm" and {t["name"] for t in card["capabilities"]["tools"]} == CRM_TOOLS
             exts = {e["uri"]: e for e in card["capabilities"]["extensions"]}
-            assert set(exts) == {"urn:agentenv:set-errors/v1", "urn:agentenv:intake/v1"}
+            assert set(exts) == {"urn:agentenv:set-errors/v1", "urn:agentenv:intake/v1", "urn:agentenv:changes/v1"}
             endpoint = exts["urn:agentenv:set-errors/v1"]["params"]["endpoint"]
             assert endpoint == "/agentenv/ext/set_errors"
             rpc_url = base + card["url"]

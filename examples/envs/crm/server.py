@@ -11,6 +11,10 @@ Tools (plain, distinctive names, so the env composes with the mail env behind on
 clock is armed, and with the caller's role as the actor). A caller with the role `viewer` gets
 `permission_denied` from the writes.
 
+Changes: the env keeps a changelog (`keeps_changelog = True`, so its card advertises `urn:agentenv:changes/v1`):
+every row a write tool changes is reported with `ctx.record_change` (the record before and after), and a
+gateway in front of it serves them, attributed to the call, at `GET /changes`.
+
 Deal stages: prospecting -> qualification -> proposal -> negotiation -> closed_won, and closed_lost from any
 open stage. A deal moves one stage forward or back (or to closed_lost); closed deals stay closed.
 
@@ -115,6 +119,8 @@ def _amount(value: Any) -> int | float:
 
 @environment_card(name="crm", description="A sales CRM: accounts, contacts, deals in a pipeline, activities.")
 class Crm(Env):
+    keeps_changelog = True
+
     def __init__(self, path: str | None = None) -> None:
         self.path = path or os.environ.get("CRM_DB") or ":memory:"
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -254,7 +260,10 @@ class Crm(Env):
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
-        return {"deal": self._deal_view(self._deal(deal_id)), "previous_stage": deal["stage"], "activity": activity}
+        after = self._deal(deal_id)
+        ctx.record_change("deals", "update", deal_id, before=deal, after=after)
+        ctx.record_change("activities", "insert", activity["id"], after=activity)
+        return {"deal": self._deal_view(after), "previous_stage": deal["stage"], "activity": activity}
 
     @tool()
     def log_activity(
@@ -272,7 +281,9 @@ class Crm(Env):
                            hint="get_account lists the account's deals")
         if not summary.strip():
             raise EnvError("invalid_argument", "summary: say what happened")
-        return self._record(ctx, account_id, deal_id, kind, summary.strip())
+        activity = self._record(ctx, account_id, deal_id, kind, summary.strip())
+        ctx.record_change("activities", "insert", activity["id"], after=activity)
+        return activity
 
     @tool(annotations=READ_ONLY)
     def pipeline_summary(self) -> dict:

@@ -1,0 +1,40 @@
+"""snapshot_env with include_env_changes: the gateway's change rows (GET /changes, every page) stored as
+changes.jsonl beside the services' data, and left out (not a failure) when the env keeps no changelog.
+
+The first test needs Gateway.call absorbing the rows of agent calls (the crm write goes through /step)."""
+
+from __future__ import annotations
+
+import json
+
+from env_testkit import call_tool, deployed_env, example, rpc, seed
+
+
+def step(run, **fields):
+    return run.step({"id": fields.pop("id", "s"), **fields})
+
+
+def stored_files(run, artifact_id):
+    doc = run.store.documents.find("artifacts", artifact_id)
+    return {name: run.services.store.objects.get(entry["key"]) for name, entry in doc["body"]["files"].items()}
+
+
+def test_snapshot_stores_the_change_rows_beside_the_data(run):
+    with deployed_env(run, "office", {"mail": example("mail"), "crm": example("crm")}) as (base, _gw):
+        rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+        deal = seed("crm")["deals"][0]
+        moved = call_tool(base, "update_deal_stage", {"deal_id": deal["id"], "stage": "closed_lost"}, role="sales")
+        assert moved["isError"] is False and "_meta" not in moved
+        run.execute(step(run, id="snap", type="snapshot_env", env_id="office", include_env_changes=True))
+        files = stored_files(run, run.metadata["env_snapshotted_universes"]["snap"]["id"])
+        assert sorted(files) == ["changes.jsonl", "crm.json", "mail.json"]
+        rows = [json.loads(line) for line in files["changes.jsonl"].decode().splitlines()]
+        assert [(r["id"], r["table"], r["op"]) for r in rows] == [(1, "deals", "update"), (2, "activities", "insert")]
+        assert rows[0]["actors"][0]["role"] == "sales" and rows[0]["after"]["stage"] == "closed_lost"
+
+
+def test_snapshot_without_a_changelog_has_no_changes_file(run):
+    with deployed_env(run, "plain", {"mail": example("mail")}):
+        run.execute(step(run, id="snap", type="snapshot_env", env_id="plain", include_env_changes=True))
+        files = stored_files(run, run.metadata["env_snapshotted_universes"]["snap"]["id"])
+        assert sorted(files) == ["mail.json"]
