@@ -7,8 +7,11 @@ gateway and byte-forwarder calls are interleaved one by one, so load changes hit
 - direct: a client calling the echo example env (a subprocess) over streamable HTTP;
 - gateway: the same client calling the same env through a gateway (a subprocess, `python -m
   agentenv_local.gateway`) over streamable HTTP: target <= 1.25x direct;
-- a byte-forwarding proxy (a subprocess that only pipes bytes) in front of the same env: the floor of any
-  extra hop written in Python on this machine, printed for reference;
+- the hub's gateway (`agentenv up`, `agentenv env deploy`), the product's own path: with the env in the hub
+  (`run_as = "in_process"`, the default for a Python env: no hop between gateway and env) and with the env as
+  a subprocess (an HTTP child, like the standalone gateway's);
+- a byte-forwarding proxy (a subprocess that only pipes bytes, on the same event loop as the gateway) in front
+  of the same env: the floor of any extra hop written in Python on this machine, printed for reference;
 - in-process child through the gateway: `Gateway.call()` on an in-process echo env (the hub's path, no inbound
   HTTP): target < 1 ms; and the same gateway over HTTP, for reference;
 - --sessions concurrent MCP sessions against the HTTP gateway, one call each: errors and calls/s;
@@ -36,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from gateway_support import hub_instances  # noqa: E402 - bench/ is on the path when run as a script
 
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 REF_VENV = Path(os.environ.get("AGENTENV_REF_SERVER_VENV") or "/tmp/agentenv-bench-ref")
@@ -189,9 +194,11 @@ def main() -> int:
         forwarder = ["-c", (f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
                             f"from gateway_support import forward; forward({echo!r})")]
         with process(["-m", "agentenv_local.gateway", "--child", f"echo={echo}/mcp", "--port", str(port)],
-                     r"serving on (http://\S+)") as gw, process(forwarder, r"forwarding on (http://\S+)") as piped:
+                     r"serving on (http://\S+)") as gw, process(forwarder, r"forwarding on (http://\S+)") as piped, \
+                hub_instances(str(ECHO)) as hub:
             asyncio.run(wait_ready(gw))
             p50s = asyncio.run(interleaved_p50s({"direct": echo + "/mcp", "gateway": gw + "/mcp",
+                                                 "hub_inproc": hub["in_process"], "hub_subproc": hub["subprocess"],
                                                  "forwarder": piped + "/mcp"}, args.calls))
             direct, through, floor = p50s["direct"], p50s["gateway"], p50s["forwarder"]
             errors, rate = asyncio.run(sessions(gw + "/mcp", args.sessions))
@@ -215,8 +222,14 @@ def main() -> int:
     print(f"direct echo over streamable HTTP       p50 {direct:7.3f} ms")
     print(f"through the gateway (HTTP child)       p50 {through:7.3f} ms  ratio {ratio:.2f}x "
           f"(target <= {RATIO_TARGET}x: {'ok' if ratio <= RATIO_TARGET else 'MISSED'})")
+    for key, label in (("hub_subproc", "hub gateway, env as a subprocess     "),
+                       ("hub_inproc", "hub gateway, env in the hub (default)")):
+        print(f"{label}  p50 {p50s[key]:7.3f} ms  ratio {p50s[key] / direct:.2f}x")
     print(f"through a byte-forwarding proxy        p50 {floor:7.3f} ms  ratio {floor / direct:.2f}x "
           "(the floor of an extra hop in Python here)")
+    from agentenv_local.loops import using_uvloop
+
+    print(f"event loop of the gateway, hub and forwarder: {'uvloop' if using_uvloop() else 'asyncio'}")
     print(f"in-process child via Gateway.call()    p50 {inproc:7.3f} ms  (target < {INPROC_TARGET_MS} ms: "
           f"{'ok' if inproc < INPROC_TARGET_MS else 'MISSED'})")
     print(f"in-process child via gateway over HTTP p50 {inproc_http:7.3f} ms  (same-process client; for reference)")

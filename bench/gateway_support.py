@@ -61,4 +61,47 @@ def forward(upstream: str) -> None:
         async with server:
             await server.serve_forever()
 
-    asyncio.run(main())
+    from agentenv_local.loops import new_event_loop
+
+    # the loop the gateway runs on (uvloop when installed), so the floor is measured on equal terms
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(main())
+
+
+@contextlib.contextmanager
+def hub_instances(env_file: str):
+    """A long-lived hub in a scratch project with the env at ``env_file`` deployed twice, the way `agentenv env
+    deploy` deploys it: in the hub (``run_as = "in_process"``, the default) and as a subprocess. Yields
+    {"in_process": mcp_url, "subprocess": mcp_url}."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    agentenv = [sys.executable, "-m", "agentenv_local.cli.main"]
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp)
+
+        def cli(*args: str) -> str:
+            done = subprocess.run([*agentenv, *args], cwd=project, capture_output=True, text=True, timeout=180)
+            if done.returncode != 0:
+                raise RuntimeError(f"agentenv {' '.join(args)}: {done.stderr or done.stdout}")
+            return done.stdout
+
+        cli("up", "--detach")
+        try:
+            urls = {}
+            for run_as in ("in_process", "subprocess"):
+                folder = project / f"echo-{run_as}"
+                folder.mkdir()
+                shutil.copy(env_file, folder / "server.py")
+                (folder / "env.toml").write_text(f'module = "server.py:Echo"\nenvironment_name = "echo"\n'
+                                                 f'run_as = "{run_as}"\n')
+                cli("env", "put", str(folder), "--id", f"echo-{run_as}")
+                out = cli("env", "deploy", "--id", f"echo-{run_as}", "--json")
+                urls[run_as] = json.loads(out[: out.rindex("}") + 1])["mcp_url"]
+            yield urls
+        finally:
+            subprocess.run([*agentenv, "down"], cwd=project, capture_output=True, timeout=60, check=False)

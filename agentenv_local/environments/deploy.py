@@ -566,8 +566,13 @@ class EnvManager:
 
         sock = _free_socket()
         port = sock.getsockname()[1]
+        options: dict[str, Any] = {}
+        if app is None:  # the gateway's own HTTP protocol answers 2026-revision tools/call off the socket
+            from agentenv_local.gateway.fastpath import protocol_class
+
+            options["http"] = protocol_class(gateway)
         config = uvicorn.Config(app if app is not None else gateway.app(), log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=2, access_log=False)
+                                timeout_graceful_shutdown=2, access_log=False, **options)
         server = uvicorn.Server(config)
         inst.server = server
         inst.serve_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]),

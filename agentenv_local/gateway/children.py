@@ -21,10 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .wire import HttpStatusError, LeanHttp, jsonrpc_reply, next_id
+from .wire import HttpStatusError, LeanHttp, dumps, jsonrpc_reply, next_id
 
 logger = logging.getLogger(__name__)
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 READY_TIMEOUT_S = 60.0
 TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
@@ -466,7 +465,7 @@ class _LeanSession:
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta
-        body = _encode({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+        body = dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
         status, content_type, data = await self.http.post(headers, body)
         message = jsonrpc_reply(content_type, data, request_id, on_notification)
         if message is not None and isinstance(message.get("error"), dict):

@@ -15,8 +15,9 @@ these requests and hands every other one to uvicorn unchanged.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
+
+from .wire import dumps, strict_loads
 
 if TYPE_CHECKING:
     from .server import Gateway
@@ -68,8 +69,8 @@ def fast_headers(raw: Any) -> tuple[dict[bytes, bytes], str] | None:
 def fast_request(gateway: Gateway, headers: dict[bytes, bytes], version: str, body: bytes) -> dict | None:
     """The decoded request if the fast path may answer it, else None (the stack will)."""
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
+        message = strict_loads(body)
+    except ValueError:  # not JSON, or what only json reads (NaN tokens, huge ints): the stack answers it
         return None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None
@@ -140,7 +141,6 @@ def plain_call_result(result: dict) -> bool:
         value is not None and not key.startswith(_ENVELOPE_PREFIX) for key, value in meta.items()))
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # as the stack writes its replies
 
 
 async def fast_answer(gateway: Gateway, message: dict, headers: dict[bytes, bytes], version: str) -> tuple[int, bytes]:
@@ -151,7 +151,7 @@ async def fast_answer(gateway: Gateway, message: dict, headers: dict[bytes, byte
     if b"authorization" in headers:
         who["Authorization"] = headers[b"authorization"].decode("latin-1")
     status, reply = await gateway.mcp_fast(message, who, version)
-    return status, _encode(reply).encode()
+    return status, dumps(reply)
 
 
 class McpFastPath:
