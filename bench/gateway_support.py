@@ -69,7 +69,7 @@ def forward(upstream: str) -> None:
 
 
 @contextlib.contextmanager
-def hub_instances(env_file: str):
+def hub_instances(env_file: str, config_toml: str = ""):
     """A long-lived hub in a scratch project with the env at ``env_file`` deployed twice, the way `agentenv env
     deploy` deploys it: in the hub (``run_as = "in_process"``, the default) and as a subprocess. Yields
     {"in_process": mcp_url, "subprocess": mcp_url}."""
@@ -85,11 +85,17 @@ def hub_instances(env_file: str):
         project = Path(tmp)
 
         def cli(*args: str) -> str:
-            done = subprocess.run([*agentenv, *args], cwd=project, capture_output=True, text=True, timeout=180)
+            done = subprocess.run([*agentenv, *args], cwd=project, capture_output=True, text=True, timeout=180,
+                                  check=False)
             if done.returncode != 0:
-                raise RuntimeError(f"agentenv {' '.join(args)}: {done.stderr or done.stdout}")
+                log = project / ".agentenv" / "logs" / "hub.log"
+                tail = log.read_text(errors="replace")[-3000:] if log.is_file() else ""
+                raise RuntimeError(f"agentenv {' '.join(args)}: {done.stderr or done.stdout}{tail}")
             return done.stdout
 
+        if config_toml:
+            (project / ".agentenv").mkdir()
+            (project / ".agentenv" / "config.toml").write_text(config_toml)
         cli("up", "--detach")
         try:
             urls = {}

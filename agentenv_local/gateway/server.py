@@ -195,6 +195,8 @@ class Gateway:
         self.clock = clock or VirtualClock()
         self.access = access or ToolAccess()
         self.on_event = on_event
+        self._handoff: list[dict] = []  # events recorded, not yet given to on_event (see _hand_off_events)
+        self._handoff_tasks: set[asyncio.Future] = set()
         self.tool_timeout = tool_timeout
         self.allowed_origins = set(allowed_origins or ())
         self.clashes: dict[str, list[str]] = {}
@@ -264,6 +266,7 @@ class Gateway:
             self._started = True
 
     async def aclose(self) -> None:
+        self._hand_off_events()
         if self._driver is not None:
             self._driver.cancel()
             with contextlib.suppress(BaseException):
@@ -272,6 +275,9 @@ class Gateway:
         with contextlib.suppress(Exception):
             await self.engine.aclose()
         await asyncio.gather(*(c.aclose() for c in self.children), return_exceptions=True)
+        self._hand_off_events()  # what the engine logged while it stopped
+        if self._handoff_tasks:
+            await asyncio.gather(*self._handoff_tasks, return_exceptions=True)
         self._started = False
         self.discovered = False
 
@@ -343,7 +349,7 @@ class Gateway:
         if self.clashes:
             event["tool_name_clashes"] = self.clashes
         logger.info("gateway %s: server %s changed its tools (+%s -%s)", self.name, child.name, added, removed)
-        await self._log_event(event)
+        self.log_event(event)
         if self._notifier is not None:
             await self._notifier.notify()
 
@@ -389,10 +395,7 @@ class Gateway:
             # Denials are part of what happened: the trajectory (and the TUI) show who was refused what.
             denied = {"event_type": "tool_call_denied", "tool_call": {"function_name": tool, "arguments": arguments},
                       "role": role, "error": reason, **({"source": source} if source else {})}
-            if self.on_event is None:
-                self._record_event(denied)
-            else:
-                await self._log_event(denied)
+            self.log_event(denied)
             raise GatewayError(e.status, reason) from None
         route = self._routes.get(tool)
         is_clock_tool = route is None and tool == GET_TIME_TOOL_NAME and self.clock.armed
@@ -407,7 +410,7 @@ class Gateway:
         causes = self.engine.caused_by(role)
         if causes:
             event["caused_by"] = causes
-        call_id = self._record_event(event) if self.on_event is None else await self._log_event(event)
+        call_id = self.log_event(event)
         extra = {"source": source} if source else {}
         if is_clock_tool:
             result = self._get_time(arguments)
@@ -429,7 +432,7 @@ class Gateway:
                     async with asyncio.timeout(self.tool_timeout):
                         result = await child.call(child_tool, arguments, meta)
             except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
-                await self._log_event({"event_type": "tool_call_failed", **extra, "tool_call_event_id": call_id,
+                self.log_event({"event_type": "tool_call_failed", **extra, "tool_call_event_id": call_id,
                                        "error": f"{type(e).__name__}: {str(e)[:300]}",
                                        "changelog_id_before": self.changes.head_or_none(),
                                        "changelog_id": self.changes.head_or_none()})
@@ -453,10 +456,7 @@ class Gateway:
             changelog_before, changelog_id = self._absorb_changes(child.name, result, actor)
         done = {"event_type": "tool_call_result", **extra, "tool_call_event_id": call_id,
                 "tool_call_result": result, "changelog_id_before": changelog_before, "changelog_id": changelog_id}
-        if self.on_event is None:
-            self._record_event(done)
-        else:
-            await self._log_event(done)
+        self.log_event(done)
         try:
             await self.engine.on_tool_call(tool, arguments, result, role)
         except Exception:  # fail-open, as the reference
@@ -519,19 +519,35 @@ class Gateway:
             return self.changes.head_or_none(), self.changes.head_or_none()
 
     async def _log_event(self, event: dict) -> str:
+        """:meth:`log_event` for callers that await (the trigger engine)."""
+        return self.log_event(event)
+
+    def log_event(self, event: dict) -> str:
+        """Record ``event`` for /trajectory (its id answers) and queue it for ``on_event``."""
         event_id = self._record_event(event)
         if self.on_event is not None:
-            try:
-                outcome = self.on_event(event)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                logger.exception("gateway on_event callback failed")
+            self._handoff.append(event)
+            if len(self._handoff) == 1:
+                asyncio.get_running_loop().call_soon(self._hand_off_events)
         return event_id
 
+    def _hand_off_events(self) -> None:
+        """Give the queued events to ``on_event`` (the hub's store), in order, once the step that recorded them is
+        done: after the call went out to the child, or after its answer went back to the client. So the store's
+        work (a JSON encode, a buffer append) is never on a tool call's critical path."""
+        events, self._handoff = self._handoff, []
+        for event in events:
+            try:
+                outcome = self.on_event(event)  # type: ignore[misc]
+                if inspect.isawaitable(outcome):
+                    task = asyncio.ensure_future(outcome)
+                    self._handoff_tasks.add(task)
+                    task.add_done_callback(self._handoff_tasks.discard)
+            except Exception:
+                logger.exception("gateway on_event callback failed")
+
     def _record_event(self, event: dict) -> str:
-        """Stamp ``event`` (id, time, virtual time) and keep it for /trajectory; ``_log_event`` also hands it to
-        ``on_event`` (the hot path calls this directly when there is no on_event)."""
+        """Stamp ``event`` (id, time, virtual time) and keep it for /trajectory (see :meth:`log_event`)."""
         self._event_counter += 1
         event_id = f"event_{self._event_counter}"
         event["event_id"] = event_id
