@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 from collections import deque
@@ -28,7 +27,6 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_S = 60.0
 TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
 REOPEN_TIMEOUT_S = 10.0
-_ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
 
 class ChildError(RuntimeError):
@@ -136,10 +134,13 @@ class Child:
                                           max(0.1, deadline - loop.time()))
             if line:
                 self._output.append(line.rstrip())
-                match = _ANNOUNCE.search(line)
-                if match:
-                    self.url = match.group(1).rstrip("/") + "/mcp"
-                    self.base = match.group(1).rstrip("/")
+                # imported here: procs (and what it imports) is kept off the gateway's import path
+                from agentenv_local.procs import announced_url
+
+                base = announced_url(line)
+                if base:
+                    self.url = base + "/mcp"
+                    self.base = base
                     break
             elif self.proc.poll() is not None:
                 raise ChildError(f"child {self.name!r} exited with code {self.proc.returncode} before serving; "
@@ -322,26 +323,50 @@ class Child:
             await self._open(timeout=REOPEN_TIMEOUT_S)
 
     async def call(self, tool: str, arguments: dict, meta: dict) -> dict:
-        client, generation = self.client, self._generation
-        if client is None:
-            await self.reopen(generation)
-            client, generation = self.client, self._generation
-        lean = self.lean
+        if self.client is None:
+            await self.reopen(self._generation)
+        generation, lean = self._generation, self.lean
+        outcome: dict | BaseException | None = None
+        if lean is not None and tool in self._lean_ok:
+            try:
+                outcome = await lean.call_tool(tool, arguments, meta, self._on_lean_notification)
+            except Exception as e:  # noqa: BLE001 - complete() reports it as call() always has
+                outcome = e
+        return await self.complete(tool, arguments, meta, generation, outcome)
+
+    async def complete(self, tool: str, arguments: dict, meta: dict, generation: int,
+                       outcome: dict | BaseException | None) -> dict:
+        """Finish a call whose lean exchange ended in ``outcome``: a result (answered as is), None (not a
+        complete result, an input_required round say, or no lean exchange at all: the Client drives the call)
+        or an exception (the session may be dead: it is reopened, and the call reported failed)."""
         try:
-            if lean is not None and tool in self._lean_ok:
-                result = await lean.call_tool(tool, arguments, meta, self._on_lean_notification)
-                if result is not None:
-                    return result
-                # not a complete result (an input_required round, say): the Client knows how to drive it
-            result = await client.call_tool(tool, arguments, meta=meta)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if outcome is not None:
+                return outcome
+            if self.client is None:
+                raise ConnectionError(f"server {self.name!r} has no open session")
+            return wire(await self.client.call_tool(tool, arguments, meta=meta))
         except Exception:
-            # the session may be dead: reopen it in the background of this failure, report the call failed
             try:
                 await self.reopen(generation)
             except Exception as e:  # noqa: BLE001
                 logger.warning("child %s: reopening its session failed: %s", self.name, e)
             raise
-        return wire(result)
+
+    def direct_lane(self, tool: str) -> tuple[_LeanSession, Any] | None:
+        """For the gateway's task-free hot path: the lean session and an idle connection to call ``tool`` on
+        at once, or None when the call needs more (a session to open, a connection to make, the Client)."""
+        lean = self.lean
+        if self.client is None or lean is None or tool not in self._lean_ok or not lean.ready():
+            return None
+        conn = lean.http.take_idle()
+        return None if conn is None else (lean, conn)
+
+    @property
+    def generation(self) -> int:
+        """Which session this is (each reopen counts one): a failure reopens only the session it saw."""
+        return self._generation
 
     async def aclose(self) -> None:
         task, self._tools_task = self._tools_task, None
@@ -452,6 +477,34 @@ class _LeanSession:
         Client then); a JSON-RPC error raises MCPError, as the Client does."""
         if self._ready is not True and not self.ready():
             return None
+        request_id, headers, body = self._request(tool, arguments, meta)
+        status, content_type, data = await self.http.post(headers, body)
+        return self._read_answer(request_id, status, content_type, data, on_notification)
+
+    def send_direct(self, conn: Any, tool: str, arguments: dict, meta: dict, on_notification: Any,
+                    on_outcome: Any) -> None:
+        """:meth:`call_tool` on ``conn`` (from :meth:`Child.direct_lane`) without a task: ``on_outcome`` is
+        called once, from the event loop, with the result, None, or the exception call_tool would raise."""
+        request_id, headers, body = self._request(tool, arguments, meta)
+        http = self.http
+
+        def answered(answer: Any) -> None:
+            if isinstance(answer, BaseException):
+                http.release(conn, False)
+                on_outcome(answer)
+                return
+            status, content_type, data, keep = answer
+            http.release(conn, keep)
+            try:
+                outcome = self._read_answer(request_id, status, content_type, data, on_notification)
+            except Exception as e:  # noqa: BLE001 - handed on, as call_tool would raise it
+                outcome = e
+            on_outcome(outcome)
+
+        conn.send_then(http.request_bytes(headers, body), answered)
+
+    def _request(self, tool: str, arguments: dict, meta: dict) -> tuple[int, bytes, bytes]:
+        """(request id, extra headers, body) of a tools/call on this session."""
         request_id = next_id()
         headers = self._headers
         if self.modern:
@@ -465,8 +518,12 @@ class _LeanSession:
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta
-        body = dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
-        status, content_type, data = await self.http.post(headers, body)
+        return request_id, headers, dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                                           "params": params})
+
+    @staticmethod
+    def _read_answer(request_id: int, status: int, content_type: bytes, data: bytes,
+                     on_notification: Any) -> dict | None:
         message = jsonrpc_reply(content_type, data, request_id, on_notification)
         if message is not None and isinstance(message.get("error"), dict):
             from mcp.shared.exceptions import MCPError

@@ -15,6 +15,7 @@ these requests and hands every other one to uvicorn unchanged.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .wire import dumps, strict_loads
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from .server import Gateway
 
 __all__ = ["McpFastPath", "fast_request", "protocol_class"]
+
+logger = logging.getLogger(__name__)
 
 FAST_MAX_BODY = 1 << 20  # larger bodies take the stack (which owns the 413 answer)
 _SINGLE = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"mcp-session-id", b"content-type",
@@ -143,14 +146,18 @@ def plain_call_result(result: dict) -> bool:
 
 
 
-async def fast_answer(gateway: Gateway, message: dict, headers: dict[bytes, bytes], version: str) -> tuple[int, bytes]:
-    # the only headers the answer depends on: who is calling (see ToolAccess.resolve)
+def _who(headers: dict[bytes, bytes]) -> dict[str, str]:
+    """The only headers an answer depends on: who is calling (see ToolAccess.resolve)."""
     who = {}
     if b"agentenv-role" in headers:
         who["AgentEnv-Role"] = headers[b"agentenv-role"].decode("latin-1")
     if b"authorization" in headers:
         who["Authorization"] = headers[b"authorization"].decode("latin-1")
-    status, reply = await gateway.mcp_fast(message, who, version)
+    return who
+
+
+async def fast_answer(gateway: Gateway, message: dict, headers: dict[bytes, bytes], version: str) -> tuple[int, bytes]:
+    status, reply = await gateway.mcp_fast(message, _who(headers), version)
     return status, dumps(reply)
 
 
@@ -281,6 +288,10 @@ def protocol_class(gateway: Gateway) -> type:
             self._after = data[body_end:]
             if b"close" in headers.get(b"connection", b"").lower():
                 self._close_after = True
+            # a plain tools/call goes to its child straight from here, and is answered from the child's answer
+            if request["method"] == "tools/call" and gateway.mcp_call_direct(request, _who(headers), version,
+                                                                                 self._respond_direct):
+                return True
             task = self.loop.create_task(self._answer(request, headers, version))
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
@@ -296,6 +307,31 @@ def protocol_class(gateway: Gateway) -> type:
                 return
             if self.flow.write_paused:
                 await self.flow.drain()  # the client is not reading its answers: wait, as uvicorn does
+            self._write_answer(status, data)
+
+        def _respond_direct(self, status: int, reply: dict) -> None:
+            """The answer of a call the gateway took without a task (called from the child's answer)."""
+            try:
+                data = dumps(reply)
+            except Exception:  # never into the child connection's callback that called us
+                logger.exception("the gateway could not encode its answer")
+                self.transport.close()  # as uvicorn does when an app fails before answering
+                return
+            if self.transport.is_closing():
+                return
+            if self.flow.write_paused:  # the client is not reading its answers: wait, as _answer does
+                task = self.loop.create_task(self._drain_then_write(status, data))
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+                return
+            self._write_answer(status, data)
+
+        async def _drain_then_write(self, status: int, data: bytes) -> None:
+            await self.flow.drain()
+            if not self.transport.is_closing():
+                self._write_answer(status, data)
+
+        def _write_answer(self, status: int, data: bytes) -> None:
             head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Error"))]
             for name, value in self.server_state.default_headers:
                 head.append(b"%s: %s\r\n" % (name, value))

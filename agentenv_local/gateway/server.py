@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from random import getrandbits
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from .changes import ChangeLog
 from .children import Child, ChildError, ChildSpec
@@ -44,6 +44,17 @@ TRAJECTORY_MAX_EVENTS = 100_000
 TOOL_CALL_TIMEOUT_S = 600.0  # as the reference: /step answers 504 past it
 CLASH_FIX = ("serve each server's tools under a prefix (Gateway(prefix_tools=True), per-server prefixes, or "
              "--prefix-tools), or rename one of the tools")
+
+
+class _OpenCall(NamedTuple):
+    """A proxied call under way: what its events need once it is answered."""
+
+    tool: str
+    arguments: dict
+    role: str
+    call_id: str
+    causes: list
+    extra: dict  # {"source": ...} when the call has one
 
 
 class GatewayError(Exception):
@@ -385,7 +396,7 @@ class Gateway:
         """One agent tool call: RBAC-checked, proxied, recorded, triggers evaluated. Answers the MCP result
         (a child that fails or times out answers an isError result, or with ``raise_failures`` a GatewayError
         500/504 as /step does). Raises GatewayError (403 disabled, 404 unknown, 503 not ready) before anything
-        is proxied."""
+        is proxied. (:meth:`call_direct` is the same call without a task, for the HTTP hot path.)"""
         self._ensure_ready()
         arguments = arguments or {}
         try:
@@ -401,6 +412,79 @@ class Gateway:
         is_clock_tool = route is None and tool == GET_TIME_TOOL_NAME and self.clock.armed
         if route is None and not is_clock_tool:
             raise GatewayError(404, f"Unknown tool: {tool}")
+        opened = self._open_call(tool, arguments, role, session, source)
+        if is_clock_tool:
+            result = self._get_time(arguments)
+            server = None
+        else:
+            child, child_tool = route  # type: ignore[misc]
+            meta = self._child_meta(role, session)
+            try:
+                async with self._guard(), asyncio.timeout(self.tool_timeout):
+                    result = await child.call(child_tool, arguments, meta)
+            except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
+                return self._call_failed(opened, child, e, raise_failures)
+            server = child.name
+        self._close_call(opened, server, result)
+        await self._after_call(opened, result)
+        return result
+
+    def call_direct(self, tool: str, arguments: dict, role: str, session: str, respond: Callable[[dict], Any]) -> bool:
+        """:meth:`call` for the HTTP hot path, without a task or a future: the request goes out to the child at
+        once and ``respond(result)`` is called from the child's answer. Only for the plain case (performance
+        mode, no trigger registered, an allowed tool of a URL child with an idle connection); answers False,
+        having done nothing, for anything else: the caller then takes :meth:`call`. The trajectory is the
+        same; the tool_call event is recorded just after the request went out, so it is off the critical path."""
+        if (self.mode != "performance" or self.clashes or not self.discovered or not self.engine.idle()
+                or self.access.is_disabled(role, tool)):
+            return False
+        route = self._routes.get(tool)
+        if route is None:
+            return False
+        child, child_tool = route
+        lane = child.direct_lane(child_tool)
+        if lane is None:
+            return False
+        lean, conn = lane
+        meta = self._child_meta(role, session)
+        generation = child.generation
+        opened: list[_OpenCall] = []  # set just below, before any answer can come in (that takes a loop turn)
+        loop = asyncio.get_running_loop()
+
+        def on_outcome(outcome: Any) -> None:
+            timer.cancel()
+            if type(outcome) is dict and self.engine.idle():
+                self._close_call(opened[0], child.name, outcome)
+                respond(outcome)
+                return
+            # anything else (a failure, an input_required round, a trigger registered meanwhile) finishes as
+            # call() finishes it
+            task = loop.create_task(self._finish_direct(opened[0], child, child_tool, arguments, meta, generation,
+                                                        outcome, respond))
+            self._handoff_tasks.add(task)
+            task.add_done_callback(self._handoff_tasks.discard)
+
+        timer = loop.call_later(self.tool_timeout, conn.abort, TimeoutError())
+        lean.send_direct(conn, child_tool, arguments, meta, child._on_lean_notification, on_outcome)
+        opened.append(self._open_call(tool, arguments, role, session, None))
+        return True
+
+    async def _finish_direct(self, opened: _OpenCall, child: Child, child_tool: str, arguments: dict, meta: dict,
+                             generation: int, outcome: Any, respond: Callable[[dict], Any]) -> None:
+        try:
+            if isinstance(outcome, TimeoutError):  # as call()'s timeout: no session reopen
+                raise outcome
+            async with asyncio.timeout(self.tool_timeout):
+                result = await child.complete(child_tool, arguments, meta, generation, outcome)
+        except Exception as e:  # noqa: BLE001
+            respond(self._call_failed(opened, child, e, raise_failures=False))
+            return
+        self._close_call(opened, child.name, result)
+        await self._after_call(opened, result)
+        respond(result)
+
+    def _open_call(self, tool: str, arguments: dict, role: str, session: str | None, source: str | None) -> _OpenCall:
+        """Record the tool_call event of a call about to be (or just) proxied."""
         event: dict[str, Any] = {"event_type": "tool_call"}
         if source:
             event["source"] = source
@@ -410,58 +494,59 @@ class Gateway:
         causes = self.engine.caused_by(role)
         if causes:
             event["caused_by"] = causes
-        call_id = self.log_event(event)
-        extra = {"source": source} if source else {}
-        if is_clock_tool:
-            result = self._get_time(arguments)
-        else:
-            child, child_tool = route  # type: ignore[misc]
-            meta = {ROLE_META_KEY: role}
-            if session:
-                meta[SESSION_META_KEY] = session
-            if self.clock.armed:  # unarmed, both are no-ops (and reading the clock is not free)
-                self.clock.tick_tool_call()
-                stamp = self.clock.virtual_timestamp()
-                if stamp is not None:
-                    meta[VIRTUAL_TIME_META_KEY] = stamp
-            try:
-                if self.mode == "consistent" and self._call_lock is not None:
-                    async with self._call_lock, asyncio.timeout(self.tool_timeout):
-                        result = await child.call(child_tool, arguments, meta)
-                else:
-                    async with asyncio.timeout(self.tool_timeout):
-                        result = await child.call(child_tool, arguments, meta)
-            except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
-                self.log_event({"event_type": "tool_call_failed", **extra, "tool_call_event_id": call_id,
-                                       "error": f"{type(e).__name__}: {str(e)[:300]}",
-                                       "changelog_id_before": self.changes.head_or_none(),
-                                       "changelog_id": self.changes.head_or_none()})
-                timed_out = isinstance(e, TimeoutError)
-                if raise_failures:
-                    if timed_out:
-                        raise GatewayError(504, f"Tool '{tool}' timed out after {self.tool_timeout:g}s") from None
-                    raise GatewayError(500, f"Tool execution failed ({type(e).__name__}): {str(e) or repr(e)}") \
-                        from None
-                if timed_out:
-                    return _error_result(f"Tool '{tool}' timed out after {self.tool_timeout:g}s")
-                return _error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
-                                     f"({type(e).__name__}: {str(e)[:300] or 'connection lost'}); the gateway "
-                                     f"reopens its session, so the call may be retried")
-        if is_clock_tool or "_meta" not in result:  # an env's rows ride in _meta (wire() drops an empty one)
+        return _OpenCall(tool, arguments, role, self.log_event(event), causes, {"source": source} if source else {})
+
+    def _child_meta(self, role: str, session: str | None) -> dict:
+        """The request _meta a proxied call carries to its child: the caller's role, session and virtual time
+        (a stepped clock moves one step per call here)."""
+        meta = {ROLE_META_KEY: role}
+        if session:
+            meta[SESSION_META_KEY] = session
+        if self.clock.armed:  # unarmed, both are no-ops (and reading the clock is not free)
+            self.clock.tick_tool_call()
+            stamp = self.clock.virtual_timestamp()
+            if stamp is not None:
+                meta[VIRTUAL_TIME_META_KEY] = stamp
+        return meta
+
+    def _call_failed(self, opened: _OpenCall, child: Child, e: Exception, raise_failures: bool) -> dict:
+        """Record a proxied call that failed; answer its isError result (or raise the /step error)."""
+        tool = opened.tool
+        head = self.changes.head_or_none()
+        self.log_event({"event_type": "tool_call_failed", **opened.extra, "tool_call_event_id": opened.call_id,
+                        "error": f"{type(e).__name__}: {str(e)[:300]}", "changelog_id_before": head,
+                        "changelog_id": head})
+        timed_out = isinstance(e, TimeoutError)
+        if raise_failures:
+            if timed_out:
+                raise GatewayError(504, f"Tool '{tool}' timed out after {self.tool_timeout:g}s") from None
+            raise GatewayError(500, f"Tool execution failed ({type(e).__name__}): {str(e) or repr(e)}") from None
+        if timed_out:
+            return _error_result(f"Tool '{tool}' timed out after {self.tool_timeout:g}s")
+        return _error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
+                             f"({type(e).__name__}: {str(e)[:300] or 'connection lost'}); the gateway "
+                             f"reopens its session, so the call may be retried")
+
+    def _close_call(self, opened: _OpenCall, server: str | None, result: dict) -> None:
+        """Record a call's result: the rows it changed (an env's rows ride in _meta, and wire() drops an empty
+        one), then its tool_call_result event."""
+        if server is None or "_meta" not in result:
             changelog_before = changelog_id = self.changes.head_or_none()
         else:
-            actor = {"event_type": "tool_call", "role": role, "tool": tool, "tool_call_event_id": call_id, **extra}
-            if causes:
-                actor["caused_by"] = causes
-            changelog_before, changelog_id = self._absorb_changes(child.name, result, actor)
-        done = {"event_type": "tool_call_result", **extra, "tool_call_event_id": call_id,
-                "tool_call_result": result, "changelog_id_before": changelog_before, "changelog_id": changelog_id}
-        self.log_event(done)
+            actor = {"event_type": "tool_call", "role": opened.role, "tool": opened.tool,
+                     "tool_call_event_id": opened.call_id, **opened.extra}
+            if opened.causes:
+                actor["caused_by"] = opened.causes
+            changelog_before, changelog_id = self._absorb_changes(server, result, actor)
+        self.log_event({"event_type": "tool_call_result", **opened.extra, "tool_call_event_id": opened.call_id,
+                        "tool_call_result": result, "changelog_id_before": changelog_before,
+                        "changelog_id": changelog_id})
+
+    async def _after_call(self, opened: _OpenCall, result: dict) -> None:
         try:
-            await self.engine.on_tool_call(tool, arguments, result, role)
+            await self.engine.on_tool_call(opened.tool, opened.arguments, result, opened.role)
         except Exception:  # fail-open, as the reference
             logger.exception("trigger evaluation failed (fail-open)")
-        return result
 
     def _get_time(self, arguments: dict) -> dict:
         try:
@@ -690,8 +775,6 @@ class Gateway:
         """Answer a 2026-revision ``tools/call`` or ``tools/list`` that fastpath.py has checked the way the mcp
         server stack checks it, with the (HTTP status, JSON-RPC reply) the stack would send, without its
         per-request machinery. ``headers``: the request's, as far as who is calling goes."""
-        from .fastpath import plain_call_result
-
         method = message["method"]
         params = message["params"]
         try:
@@ -700,18 +783,39 @@ class Gateway:
                 # it only tells calls apart, so a fast non-cryptographic source does)
                 result = await self._mcp_call_result(headers, params.get("_meta"), f"{getrandbits(64):016x}",
                                                      params["name"], params.get("arguments"))
-                # the usual plain result is what the stack's sieve would answer; anything else goes through it
-                if not plain_call_result(result):
-                    result = self._serialize_result(method, version, result)
             else:
-                result = self._serialize_result(method, version, self._mcp_list_result(headers, params.get("_meta")))
+                result = self._mcp_list_result(headers, params.get("_meta"))
         except Exception as e:  # noqa: BLE001 - mapped to the wire exactly as the stack maps it
-            from mcp.server.runner import modern_error_data
-            from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+            return self._mcp_error(message, e)
+        return self._mcp_reply(message, version, result)
 
-            error = modern_error_data(e).model_dump(mode="json", by_alias=True, exclude_none=True)
-            return ERROR_CODE_HTTP_STATUS.get(error["code"], 200), {"jsonrpc": "2.0", "id": message["id"],
-                                                                   "error": error}
+    def mcp_call_direct(self, message: dict, headers: Any, version: str,
+                        respond: Callable[[int, dict], Any]) -> bool:
+        """:meth:`mcp_fast` for a tools/call that :meth:`call_direct` can take: ``respond(status, reply)`` is
+        called once the child answered. False, having done nothing, when it can't (then mcp_fast answers)."""
+        params = message["params"]
+        try:
+            role = self.access.resolve(headers, params.get("_meta") or {})
+        except RbacError:
+            return False
+
+        def answer(result: dict) -> None:
+            respond(*self._mcp_reply(message, version, {**result, "resultType": "complete"}))
+
+        return self.call_direct(params["name"], params.get("arguments") or {}, role, f"{getrandbits(64):016x}",
+                                answer)
+
+    def _mcp_reply(self, message: dict, version: str, result: dict) -> tuple[int, dict]:
+        """The (HTTP status, JSON-RPC reply) the stack sends for a handler's ``result``."""
+        from .fastpath import plain_call_result
+
+        method = message["method"]
+        try:
+            # the usual plain call result is what the stack's sieve would answer; anything else goes through it
+            if method != "tools/call" or not plain_call_result(result):
+                result = self._serialize_result(method, version, result)
+        except Exception as e:  # noqa: BLE001 - mapped to the wire exactly as the stack maps it
+            return self._mcp_error(message, e)
         if result.get("resultType") is None:
             result["resultType"] = "complete"
         if self._server_info is None:
@@ -722,6 +826,15 @@ class Gateway:
         elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
             result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
         return 200, {"jsonrpc": "2.0", "id": message["id"], "result": result}
+
+    @staticmethod
+    def _mcp_error(message: dict, e: Exception) -> tuple[int, dict]:
+        from mcp.server.runner import modern_error_data
+        from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+
+        error = modern_error_data(e).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return ERROR_CODE_HTTP_STATUS.get(error["code"], 200), {"jsonrpc": "2.0", "id": message["id"],
+                                                               "error": error}
 
     def _serialize_result(self, method: str, version: str, result: dict) -> dict:
         """The stack's outbound shaping of a handler's result: cache hints, then the version's sieve."""

@@ -62,15 +62,20 @@ class HttpStatusError(RuntimeError):
         self.status = status
 
 
+Answer = tuple[int, bytes, bytes, bool]  # status, content type, body, keep-alive
+
+
 class _Conn(asyncio.Protocol):
     """One keep-alive connection to the child, parsing one HTTP/1.1 answer at a time straight from
-    ``data_received`` (one future per exchange: a stream reader's waiters cost more than the parse)."""
+    ``data_received`` (a stream reader's waiters cost more than the parse). An exchange is settled through a
+    future (:meth:`send`) or a plain callback (:meth:`send_then`, for the gateway's task-free hot path)."""
 
     def __init__(self) -> None:
         self.transport: Any = None
         self.closed = False
         self._buf = bytearray()
         self.waiter: asyncio.Future | None = None
+        self.on_answer: Any = None  # send_then's callback: called once with an Answer or an exception
         self._head: tuple[int, bytes, int | None, bool, bool] | None = None  # the answer being parsed
         self._chunks: list[bytes] = []
         self._body_at = 0
@@ -79,19 +84,35 @@ class _Conn(asyncio.Protocol):
         self.transport = transport
         self._loop = asyncio.get_running_loop()
 
-    def data_received(self, data: bytes) -> None:
-        self._buf += data
+    def _pending(self) -> bool:
+        return self.on_answer is not None or (self.waiter is not None and not self.waiter.done())
+
+    def _settle(self, outcome: Answer | BaseException) -> None:
+        """End the exchange with an answer or an exception, through whichever of future or callback waits."""
+        callback, self.on_answer = self.on_answer, None
+        if callback is not None:
+            callback(outcome)
+            return
         waiter = self.waiter
         if waiter is None or waiter.done():
+            return
+        if isinstance(outcome, BaseException):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if not self._pending():
             return
         try:
             answer = self._parse()
         except Exception as e:  # noqa: BLE001 - a garbled answer fails the call and the connection
-            waiter.set_exception(ConnectionError(f"the child answered unreadable HTTP: {e!r}"))
             self.close()
+            self._settle(ConnectionError(f"the child answered unreadable HTTP: {e!r}"))
             return
         if answer is not None:
-            waiter.set_result(answer)
+            self._settle(answer)
 
     def eof_received(self) -> bool:
         self._lost(None)
@@ -102,15 +123,20 @@ class _Conn(asyncio.Protocol):
 
     def _lost(self, exc: Exception | None) -> None:
         self.closed = True
-        waiter = self.waiter
-        if waiter is None or waiter.done():
+        if not self._pending():
             return
         head = self._head
         if head is not None and head[2] is None and not head[3]:
             # a body without a length runs to the end of the connection
-            waiter.set_result((head[0], head[1], bytes(self._buf[self._body_at:]), False))
+            self._settle((head[0], head[1], bytes(self._buf[self._body_at:]), False))
             return
-        waiter.set_exception(ConnectionError("the child closed the connection" + (f": {exc!r}" if exc else "")))
+        self._settle(ConnectionError("the child closed the connection" + (f": {exc!r}" if exc else "")))
+
+    def abort(self, exc: BaseException) -> None:
+        """Give up on the exchange in flight (a timeout): the connection is closed, the exchange fails with exc."""
+        self.close()
+        if self._pending():
+            self._settle(exc)
 
     def usable(self) -> bool:
         # an idle connection the server closed (keep-alive timeout) has seen EOF by the time we look
@@ -123,14 +149,25 @@ class _Conn(asyncio.Protocol):
 
     def send(self, request: bytes) -> asyncio.Future:
         """Write ``request``; the future answers (status, content type, body, keep-alive)."""
-        self._buf.clear()
-        self._head = None
-        self._chunks = []
+        self._reset()
         self.waiter = waiter = self._loop.create_future()
         self.transport.write(request)
         return waiter
 
-    def _parse(self) -> tuple[int, bytes, bytes, bool] | None:
+    def send_then(self, request: bytes, on_answer: Any) -> None:
+        """Write ``request``; ``on_answer`` is called once, from the event loop, with the Answer or the
+        exception that ended the exchange."""
+        self._reset()
+        self.waiter = None
+        self.on_answer = on_answer
+        self.transport.write(request)
+
+    def _reset(self) -> None:
+        self._buf.clear()
+        self._head = None
+        self._chunks = []
+
+    def _parse(self) -> Answer | None:
         buf = self._buf
         if self._head is None:
             end = buf.find(b"\r\n\r\n")
@@ -147,7 +184,7 @@ class _Conn(asyncio.Protocol):
             return None
         return status, content_type, bytes(buf[self._body_at:self._body_at + length]), keep
 
-    def _parse_chunks(self) -> tuple[int, bytes, bytes, bool] | None:
+    def _parse_chunks(self) -> Answer | None:
         buf = self._buf
         while True:
             line_end = buf.find(b"\r\n", self._body_at)
@@ -186,7 +223,8 @@ class LeanHttp:
         _transport, conn = await asyncio.get_running_loop().create_connection(_Conn, self.host, self.port)
         return conn
 
-    def _take(self) -> _Conn | None:
+    def take_idle(self) -> _Conn | None:
+        """An idle keep-alive connection, or None (none is open: :meth:`post` opens one)."""
         while self._idle:
             conn = self._idle.pop()
             if conn.usable():
@@ -194,11 +232,17 @@ class LeanHttp:
             conn.close()
         return None
 
-    def _give(self, conn: _Conn) -> None:
-        if self._closed or len(self._idle) >= _MAX_IDLE or not conn.usable():
+    def release(self, conn: _Conn, keep: bool) -> None:
+        """Done with ``conn``: back to the idle pool when its answer allowed keep-alive, else closed."""
+        conn.waiter = None
+        if not keep or self._closed or len(self._idle) >= _MAX_IDLE or not conn.usable():
             conn.close()
         else:
             self._idle.append(conn)
+
+    def request_bytes(self, headers: bytes, body: bytes) -> bytes:
+        """The whole HTTP request posting ``body`` with the extra ``headers`` (``name: value\r\n`` lines)."""
+        return b"%s%scontent-length: %d\r\n\r\n%s" % (self._start, headers, len(body), body)
 
     def close(self) -> None:
         self._closed = True
@@ -210,18 +254,14 @@ class LeanHttp:
         """POST ``body`` with the extra ``headers`` (``name: value\\r\\n`` lines); answers
         (status, content-type, body). An idle connection the child closed is never reused (its EOF has
         arrived by then); a failure once the request is out is not retried: a tool call is not idempotent."""
-        request = b"%s%scontent-length: %d\r\n\r\n%s" % (self._start, headers, len(body), body)
-        conn = self._take() or await self._connect()
+        request = self.request_bytes(headers, body)
+        conn = self.take_idle() or await self._connect()
         keep = False
         try:
             status, content_type, data, keep = await conn.send(request)
             return status, content_type, data
         finally:
-            conn.waiter = None
-            if keep and not self._closed:
-                self._give(conn)
-            else:
-                conn.close()
+            self.release(conn, keep)
 
 
 def _parse_head(head: bytes) -> tuple[int, bytes, int | None, bool, bool]:

@@ -528,6 +528,11 @@ class TriggerEngine:
             "events_dropped": max(0, self._seq - len(events)),
         }
 
+    def idle(self) -> bool:
+        """No trigger registered and no timer pending: a tool call has nothing to evaluate (the gateway's hot
+        path may then answer it before :meth:`on_tool_call`, which would do nothing)."""
+        return not self._triggers and not self._timers
+
     def statuses(self) -> dict[str, str]:
         """``{trigger id: status}``, for what waits on a trigger (``await_fired``, agent triggers)."""
         return {tid: trig.status for tid, trig in self._triggers.items()}

@@ -116,14 +116,23 @@ def _prepare(gw):
 
 
 def _counting(gw):
-    counts = {"fast": 0}
-    inner = gw.mcp_fast
+    """Counts the requests the fast path answered ("fast"), and of those the tools/calls it answered without a
+    task ("direct": Gateway.call_direct)."""
+    counts = {"fast": 0, "direct": 0}
+    inner, inner_direct = gw.mcp_fast, gw.mcp_call_direct
 
     async def counted(*args):
         counts["fast"] += 1
         return await inner(*args)
 
+    def counted_direct(*args):
+        taken = inner_direct(*args)
+        counts["fast"] += taken
+        counts["direct"] += taken
+        return taken
+
     gw.mcp_fast = counted
+    gw.mcp_call_direct = counted_direct
     return counts
 
 
@@ -509,3 +518,127 @@ def test_lean_path_on_a_handshake_era_child_answers_as_the_client_does():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# --- tools/call without a task (Gateway.call_direct) ----------------------------------------------------------
+
+def _exchange(s, f, name, arguments, rid, **headers):
+    h, b = _call(name, arguments, rid=rid)
+    s.sendall(_request(b, {**h, **headers}))
+    status, _headers, body = _read(f)
+    return _normalized(status, body.decode())
+
+
+def _trajectory(port):
+    lines = http(f"http://127.0.0.1:{port}").get("/trajectory").text.splitlines()
+    events = [json.loads(x) for x in lines]
+    for event in events:  # what differs from run to run
+        for key in ("timestamp_utc", "session"):
+            event.pop(key, None)
+        result = event.get("tool_call_result") or {}
+        if isinstance(result.get("structuredContent"), dict):
+            result["structuredContent"].pop("session", None)
+            result["structuredContent"].pop("now", None)
+            result["content"] = "(text)"
+    return events
+
+
+def test_direct_path_answers_and_records_as_the_task_path_does(echo_url):
+    """A plain tools/call goes to its child straight from the request's bytes and is answered from the child's
+    answer (no task, no future); every reply and trajectory event is what the task path gives."""
+    cases = [("echo", {"text": "hi"}, {}), ("whoami", {}, {"AgentEnv-Role": "bob"}), ("fail", {"code": "x"}, {}),
+             ("echo", {"text": "no"}, {"AgentEnv-Role": "alice"}), ("nope", {}, {}),
+             ("whoami", {}, {"AgentEnv-Role": "ops"}), ("echo", {"text": "again"}, {})]
+
+    def run(direct):
+        gw = Gateway("direct", [ChildSpec("echo", echo_url)])
+        _prepare(gw)
+        if not direct:
+            gw.mcp_call_direct = lambda *args: False
+        counts = _counting(gw)
+        with _serving_with_protocol(gw) as port, socket.create_connection(("127.0.0.1", port)) as s:
+            f = s.makefile("rb")
+            replies = [_exchange(s, f, name, args, i, **headers) for i, (name, args, headers) in enumerate(cases)]
+            return replies, _trajectory(port), counts
+
+    direct, direct_events, counts = run(True)
+    tasked, tasked_events, task_counts = run(False)
+    assert direct == tasked
+    assert direct_events == tasked_events
+    # whoami as bob, fail and echo again went direct (the first echo opened the pooled connection to the child);
+    # RBAC refusals and the unknown tool took the task path
+    assert counts["direct"] == 3 and task_counts["direct"] == 0
+    assert direct[0][1]["result"]["structuredContent"] == {"result": "hi"}
+    assert direct[2][1]["result"]["isError"] is True
+    assert [e["event_type"] for e in direct_events].count("tool_call_result") == 4
+
+
+_FRAGILE_ENV = '''
+import asyncio, os
+from agentenv_local.env import Env, environment_card, tool
+
+@environment_card(name="fragile")
+class Fragile(Env):
+    @tool()
+    def echo(self, text: str) -> str:
+        return text
+
+    @tool()
+    async def slow(self, seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "late"
+
+    @tool()
+    def die(self) -> str:
+        os._exit(3)
+'''
+
+
+def test_direct_path_reports_a_child_dying_mid_call_and_a_timeout(tmp_path):
+    """The failures of a call already sent on the direct path are reported as the task path reports them: a
+    child that dies mid-call is a tool error and its session is reopened; a call past tool_timeout times out."""
+    server = tmp_path / "fragile.py"
+    server.write_text(_FRAGILE_ENV)
+    port = free_port()
+    with contextlib.ExitStack() as stack:
+        base, _proc = stack.enter_context(env_subprocess(server, "--port", str(port)))
+        gw = Gateway("fragile", [ChildSpec("fragile", base + "/mcp")], tool_timeout=1.0)
+        counts = _counting(gw)
+        gport = stack.enter_context(_serving_with_protocol(gw))
+        s = stack.enter_context(socket.create_connection(("127.0.0.1", gport)))
+        f = s.makefile("rb")
+        assert _exchange(s, f, "echo", {"text": "a"}, 1)[1]["result"]["structuredContent"] == {"result": "a"}
+        late = _exchange(s, f, "slow", {"seconds": 5}, 2)[1]["result"]
+        assert late["isError"] and late["content"][0]["text"] == "Tool 'slow' timed out after 1s"
+        assert _exchange(s, f, "echo", {"text": "b"}, 3)[1]["result"]["structuredContent"] == {"result": "b"}
+        direct_before = counts["direct"]
+        dead = _exchange(s, f, "die", {}, 4)[1]["result"]
+        assert counts["direct"] == direct_before + 1  # it went direct, and died there
+        assert dead["isError"] and "server 'fragile' did not answer" in dead["content"][0]["text"]
+        stack.enter_context(env_subprocess(server, "--port", str(port)))  # the env comes back on its port
+        again = _exchange(s, f, "echo", {"text": "c"}, 5)[1]["result"]
+        assert again.get("structuredContent") == {"result": "c"}, again
+        kinds = [e["event_type"] for e in _trajectory(gport)]
+    assert kinds.count("tool_call_failed") == 2 and kinds.count("tool_call_result") == 3
+
+
+def test_a_registered_trigger_sends_calls_the_task_path(echo_url):
+    """With a trigger registered, a call's answer waits for its evaluation (barriers), so it takes the task
+    path; the trigger fires."""
+    gw = Gateway("trig", [ChildSpec("echo", echo_url)])
+    counts = _counting(gw)
+    with _serving_with_protocol(gw) as port, socket.create_connection(("127.0.0.1", port)) as s:
+        f = s.makefile("rb")
+        _exchange(s, f, "echo", {"text": "warm"}, 1)  # opens the pooled connection to the child
+        _exchange(s, f, "echo", {"text": "warm"}, 1)
+        assert counts["direct"] == 1
+        rest = http(f"http://127.0.0.1:{port}")
+        spec = {"id": "on-echo", "when": {"type": "action", "tool": "echo"},
+                "actions": [{"type": "tool", "tool": "call_count", "args": {}}]}
+        assert rest.post("/triggers/register", json={"triggers": [spec]}).status_code == 200
+        _exchange(s, f, "echo", {"text": "go"}, 2)
+        assert counts["direct"] == 1 and counts["fast"] == 3
+        deadline = time.monotonic() + 10
+        while rest.get("/triggers/state").json()["triggers"][0]["status"] != "fired":
+            assert time.monotonic() < deadline, rest.get("/triggers/state").json()
+            time.sleep(0.05)
