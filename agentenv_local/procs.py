@@ -1,6 +1,8 @@
-"""Running a host command in its own process group, with a timeout that kills the whole group.
+"""Running a host command in its own process group, with a timeout that kills the whole group; reading the address
+a spawned server announces.
 
-Shared by the process sandbox and by steps that run helpers on the host (run_code).
+Shared by the process sandbox and by steps that run helpers on the host (run_code); `announced_url` by whatever
+spawns an env or agent server with `--port 0` (agent hosting, the gateway's subprocess children).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -17,6 +20,14 @@ from pathlib import Path
 from agentenv_local.sandbox_api import ExecResult
 
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+_ANNOUNCE = re.compile(r"serving on (http://\S+)")
+
+
+def announced_url(line: str) -> str | None:
+    """The base URL in a server's "... serving on http://HOST:PORT ..." line (as `agentenv env` and `agentenv agent`
+    print it to stderr once listening), without a trailing slash; None for any other line."""
+    match = _ANNOUNCE.search(line)
+    return match.group(1).rstrip("/") if match else None
 
 
 def kill_group(pgid: int) -> None:

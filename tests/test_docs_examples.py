@@ -23,10 +23,10 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from testkit_servers import agentenv_exe
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "getting-started.md"
@@ -55,15 +55,6 @@ def console_blocks(text: str) -> list[tuple[int, list[str], bool]]:
 
 def commands(block: list[str]) -> list[str]:
     return [line[2:].strip() for line in block if line.startswith("$ ")]
-
-
-def agentenv_exe() -> str:
-    for candidate in (Path(sys.executable).parent / "agentenv", ROOT / ".venv" / "bin" / "agentenv"):
-        if candidate.is_file():
-            return str(candidate)
-    found = shutil.which("agentenv")
-    assert found, "agentenv is not installed (scripts/setup.sh --test)"
-    return found
 
 
 def test_page_has_tested_examples():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -20,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from agentenv_local.errors import AgentenvError
+from agentenv_local.procs import announced_url
 
 BUILTIN = {"scripted": "agentenv_local.agents.scripted:ScriptedAgent",
            "human": "agentenv_local.agents.human:HumanAgent",
            "tool-loop": "agentenv_local.agents.tool_loop:ToolLoopAgent"}
 READY_TIMEOUT_S = 60.0
-_ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
 
 class AgentStartError(AgentenvError):
@@ -119,9 +118,9 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
         assert proc.stderr is not None
         for line in proc.stderr:
             hosted._log.append(line.rstrip())
-            found = _ANNOUNCE.search(line)
-            if found:
-                return found.group(1)
+            url = announced_url(line)
+            if url:
+                return url
         return None
 
     try:
@@ -132,7 +131,7 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
         await hosted.stop()
         tail = "\n".join(hosted._log[-20:])
         raise AgentStartError(f"agent {spec!r} (a subprocess) did not start" + (f"; it printed:\n{tail}" if tail else ""))
-    hosted.url = url.rstrip("/")
+    hosted.url = url
     # Keep draining its stderr so a chatty agent never blocks on a full pipe.
     log = open(log_path, "a") if log_path else None  # noqa: SIM115 - closed by the drain thread
 

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 ENV_PREFIX = "AGENTENV_"
 # Environment variables with the prefix that are not config keys.
-RESERVED_ENV = frozenset({"AGENTENV_HOME", "AGENTENV_CONFIG", "AGENTENV_REQUIRE_PODMAN"})  # the last: tests only
+# not keys: the state directory, the config file, the event loop (agentenv_local/loops.py), and one for tests
+RESERVED_ENV = frozenset({"AGENTENV_HOME", "AGENTENV_CONFIG", "AGENTENV_LOOP", "AGENTENV_REQUIRE_PODMAN"})
 
 
 class _Section(BaseModel):

@@ -29,6 +29,23 @@ def _json(body: Any, status: int = 200) -> Any:
                     media_type="application/json")
 
 
+async def _extension_response(runtime: Runtime, served: Any, request: Any) -> Any:
+    """Answer one request to an extension endpoint: its params (the query of a GET, else the JSON body), invoked."""
+    from . import extensions as ext_mod
+
+    if served.method == "GET":
+        params: Any = dict(request.query_params)
+    else:
+        raw = await request.body()
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            status, body = ext_mod.invalid_params(f"the request body is not JSON: {e}")
+            return _json(body, status)
+    status, body = await ext_mod.invoke(runtime, served, params, headers=request.headers)
+    return _json(body, status)
+
+
 def build_app(runtime: Runtime, *, mcp_path: str = "/mcp", json_response: bool = True, stateless: bool = False,
               session_idle_timeout: float | None = 30 * 60) -> Any:
     from mcp.server.streamable_http_manager import (
@@ -66,17 +83,7 @@ def build_app(runtime: Runtime, *, mcp_path: str = "/mcp", json_response: bool =
 
     def extension_endpoint(served: ext_mod.ServedExtension) -> Any:
         async def endpoint(request: Request) -> Any:
-            if served.method == "GET":
-                params: Any = dict(request.query_params)
-            else:
-                raw = await request.body()
-                try:
-                    params = json.loads(raw) if raw.strip() else {}
-                except ValueError as e:
-                    status, body = ext_mod.invalid_params(f"the request body is not JSON: {e}")
-                    return _json(body, status)
-            status, body = await ext_mod.invoke(runtime, served, params, headers=request.headers)
-            return _json(body, status)
+            return await _extension_response(runtime, served, request)
 
         return endpoint
 

@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import importlib.util
 import itertools
-import json
 import os
 import pathlib
 import sys
@@ -361,8 +360,7 @@ class DevServer:
         from starlette.requests import Request
         from starlette.routing import Route
 
-        from . import extensions as ext_mod
-        from .app import _json
+        from .app import _extension_response, _json
         from .card import RPC_PATH, WELL_KNOWN_PATH
 
         dev = self
@@ -392,17 +390,7 @@ class DevServer:
                 if served is None:
                     known = any(e.route == route for e in runtime.extensions)
                     return _json({"error": f"{method} {route} is not served by {runtime.name}"}, 405 if known else 404)
-                if method == "GET":
-                    params: Any = dict(request.query_params)
-                else:
-                    raw = await request.body()
-                    try:
-                        params = json.loads(raw) if raw.strip() else {}
-                    except ValueError as e:
-                        status, body = ext_mod.invalid_params(f"the request body is not JSON: {e}")
-                        return _json(body, status)
-                status, body = await ext_mod.invoke(runtime, served, params, headers=request.headers)
-                return _json(body, status)
+                return await _extension_response(runtime, served, request)
 
         routes = [
             Route(WELL_KNOWN_PATH, card, methods=["GET"]),

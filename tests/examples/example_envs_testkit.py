@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import json
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
+
+from testkit_servers import announced_subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "envs"
@@ -17,7 +17,6 @@ MAIL = EXAMPLES / "mail" / "server.py"
 CRM = EXAMPLES / "crm" / "server.py"
 MAIL_SEED = EXAMPLES / "mail" / "seed.json"
 CRM_SEED = EXAMPLES / "crm" / "seed.json"
-ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
 
 def run(coro):
@@ -69,23 +68,6 @@ def error_code(result) -> str:
 @contextlib.contextmanager
 def env_subprocess(target: Path, env_vars: dict | None = None):
     """`python -m agentenv_local.env TARGET --port 0` as a subprocess; yields its base URL."""
-    environ = {**os.environ, **(env_vars or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environ, cwd=ROOT)
-    try:
-        line = proc.stderr.readline()
-        match = ANNOUNCE.search(line)
-        if not match:
-            proc.kill()
-            raise RuntimeError(f"the env did not announce its address: {line}{proc.stderr.read()}")
-        yield match.group(1)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+    with announced_subprocess([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0"], what="env",
+                              env={**os.environ, **(env_vars or {})}, drain=False) as (url, _proc):
+        yield url

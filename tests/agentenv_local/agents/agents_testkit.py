@@ -5,17 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+
+from testkit_servers import announced_subprocess, uvicorn_thread
 
 ROOT = Path(__file__).resolve().parents[3]
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 REF_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
-ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
 
 def run(coro):
@@ -31,19 +29,11 @@ def serving_app(app):
 
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        with uvicorn_thread(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2),
+                            sockets=[sock]):
+            yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
         sock.close()
 
 
@@ -56,30 +46,21 @@ def serving_agent(agent):
 @contextlib.contextmanager
 def subprocess_server(argv: list[str], *, python: str = sys.executable, env_vars: dict | None = None):
     """Run `python ARGV...` that prints a "serving on http://..." line to stderr; yields (base URL, process)."""
-    proc = subprocess.Popen([python, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env_vars or {})}, cwd=ROOT)
-    try:
-        lines = []
-        deadline = time.monotonic() + 60
-        match = None
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            match = ANNOUNCE.search(line)
-            if match:
-                break
-        if not match:
-            proc.kill()
-            raise RuntimeError("the server did not announce its address: " + "".join(lines) + proc.stderr.read())
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        yield match.group(1).rstrip("/"), proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with announced_subprocess([python, *argv], env={**os.environ, **(env_vars or {})}, scan_seconds=60) as (url, proc):
+        yield url.rstrip("/"), proc
+
+
+def wait_healthy(base: str, what: str = "the reference agent", timeout: float = 30) -> None:
+    """Poll `GET base/health` until it answers 200; raise if it has not within `timeout` seconds."""
+    import httpx2
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx2.get(base + "/health").status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.1)

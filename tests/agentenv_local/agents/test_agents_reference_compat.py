@@ -4,11 +4,9 @@ agent written with it."""
 from __future__ import annotations
 
 import subprocess
-import time
 
-import httpx2
 import pytest
-from agents_testkit import REF_PYTHON, run, subprocess_server
+from agents_testkit import REF_PYTHON, run, subprocess_server, wait_healthy
 
 from agentenv_local.agents.client import A2AClient
 
@@ -45,16 +43,7 @@ def test_our_client_prompts_a_reference_sdk_agent():
 
     with subprocess_server([str(REF_PYTHON.parent.parent.parent / "tests/agentenv_local/agents/reference_agent.py"),
                             str(port)], python=str(REF_PYTHON)) as (base, _proc):
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx2.get(base + "/health").status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the reference agent did not start")
-            time.sleep(0.1)
+        wait_healthy(base)
         card, ok, failed, page, name, protocol = run(go(base))
     assert protocol == "0.3" and card["name"] == "ref-echo"
     assert ok.state == "completed" and ok.text == "ref says hello" and ok.structured_output == {"n": 1}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -78,8 +77,7 @@ def _reference_agent_available() -> bool:
 
 @pytest.mark.skipif(not _reference_agent_available(), reason=".venv-ref lacks agentenv-framework-protocol[agent]")
 def test_a_reference_sdk_agent_is_validated_and_prompted_in_a_run(project):
-    import httpx2
-    from agents_testkit import REF_PYTHON, subprocess_server
+    from agents_testkit import REF_PYTHON, subprocess_server, wait_healthy
 
     from agentenv_local.env.serve import bind_socket
 
@@ -88,15 +86,7 @@ def test_a_reference_sdk_agent_is_validated_and_prompted_in_a_run(project):
     sock.close()
     with subprocess_server([str(HERE.parent / "agents" / "reference_agent.py"), str(port)],
                            python=str(REF_PYTHON)) as (base, _proc):
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx2.get(base + "/health").status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the reference agent did not start"
-            time.sleep(0.1)
+        wait_healthy(base)
         report = json.loads(cli(project, "agent", "validate", base, "--json").stdout)
         assert {c["check"]: c["status"] for c in report["checks"]}["core protocol"] == "pass"
         write_bundle(project, "ref", {"t": [

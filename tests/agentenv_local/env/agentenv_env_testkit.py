@@ -14,6 +14,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
+# tests/ holds the kit every folder shares; put it on the path when imported outside pytest (bench/bench_gateway.py).
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+from testkit_servers import announced_subprocess, end_process, uvicorn_thread
+
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"
 
@@ -34,19 +39,8 @@ def serving_app(app):
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    try:
+    with uvicorn_thread(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
 
 
 @contextlib.contextmanager
@@ -56,34 +50,15 @@ def serving(env, **app_options):
         yield base
 
 
-ANNOUNCE = re.compile(r"serving on (http://\S+)")
-
-
 @contextlib.contextmanager
 def env_subprocess(target: str | Path, *args: str, env_vars: dict | None = None):
     """`python -m agentenv_local.env TARGET --port 0 ...` as a subprocess; yields (base URL, process).
 
     Its stderr is drained after the address line, so a chatty server never blocks on a full pipe.
     """
-    environ = {**os.environ, **(env_vars or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environ, cwd=ROOT)
-    try:
-        line = proc.stderr.readline()
-        match = ANNOUNCE.search(line)
-        if not match:
-            proc.kill()
-            raise RuntimeError(f"the env did not announce its address: {line}{proc.stderr.read()}")
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        yield match.group(1), proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with announced_subprocess([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0", *args],
+                              what="env", env={**os.environ, **(env_vars or {})}) as (url, proc):
+        yield url, proc
 
 
 # An env file the hot-reload tests rewrite under a running `agentenv env dev`: V2 adds `shout`.
@@ -148,13 +123,7 @@ class DevProcess:
             return len(self.lines)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
 
 
 # The echo example's card, exactly as served.

@@ -7,7 +7,6 @@ import pytest
 from env_deploy_testkit import (
     EXAMPLES,
     call_tool,
-    hub_session,
     on_hub,
     pid_alive,
     put_env,
@@ -15,15 +14,6 @@ from env_deploy_testkit import (
     rpc,
     seed,
 )
-
-
-@pytest.fixture
-def session(tmp_path):
-    s = hub_session(tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_in_process_echo_deploys_serves_and_tears_down(session, tmp_path):

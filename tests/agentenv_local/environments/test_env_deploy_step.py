@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-from env_deploy_testkit import EXAMPLES, hub_session, on_hub, put_env, rpc
-
-
-@pytest.fixture
-def session(tmp_path):
-    s = hub_session(tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
+from env_deploy_testkit import EXAMPLES, on_hub, put_env, rpc
 
 
 def test_deploy_env_step_loads_an_artifact_and_tears_down(session):

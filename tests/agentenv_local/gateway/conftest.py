@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from gateway_testkit import ECHO, env_subprocess
+from test_env_changes import kv, kv_file  # noqa: F401 - the env tests' changelog env (KV_SOURCE), for test_gateway_changes
 
 
 @pytest.fixture(scope="module")

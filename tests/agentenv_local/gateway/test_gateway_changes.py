@@ -12,7 +12,6 @@ import threading
 
 import pytest
 from gateway_testkit import ECHO, ROOT, gateway_serving, http, load
-from test_env_changes import KV_SOURCE
 
 from agentenv_local.gateway.changes import ChangeLog, ChangesError, page_params
 from agentenv_local.gateway.server import ChildSpec
@@ -20,18 +19,7 @@ from agentenv_local.gateway.server import ChildSpec
 CRM = ROOT / "examples" / "envs" / "crm" / "server.py"
 CRM_SEED = ROOT / "examples" / "envs" / "crm" / "seed.json"
 CHANGES_URI = "urn:agentenv:changes/v1"
-
-
-@pytest.fixture()
-def kv_file(tmp_path):
-    path = tmp_path / "kv_env.py"
-    path.write_text(KV_SOURCE)
-    return path
-
-
-@pytest.fixture()
-def kv(kv_file):
-    return load(kv_file)
+# The fixtures `kv_file` and `kv` (the env tests' key-value env, KV_SOURCE) come from conftest.py.
 
 
 def step(h, tool, arguments, role):

@@ -11,23 +11,13 @@ from pathlib import Path
 
 import pytest
 from gateway_testkit import NOTES, gateway_serving, http, load
+from testkit_servers import REF_PYTHON, REF_VENV, reference_imports
 
 from agentenv_local.gateway.children import ChildSpec
 
 HERE = Path(__file__).resolve().parent
-_PROJECT_REF_VENV = Path(__file__).resolve().parents[3] / ".venv-ref"
-REF_VENV = Path(os.environ.get("AGENTENV_REF_VENV") or
-                (_PROJECT_REF_VENV if _PROJECT_REF_VENV.exists() else "/tmp/agentenv-ref-venv"))
-REF_PYTHON = REF_VENV / "bin" / "python"
 
-
-def _reference_available() -> bool:
-    if not REF_PYTHON.is_file():
-        return False
-    return subprocess.run([str(REF_PYTHON), "-c", "import agentenv_protocol"], check=False, capture_output=True).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _reference_available(), reason=f"no reference venv at {REF_VENV}")
+pytestmark = pytest.mark.skipif(not reference_imports("agentenv_protocol"), reason=f"no reference venv at {REF_VENV}")
 
 
 def test_reference_tool_session_drives_our_gateway(echo_url):
@@ -59,9 +49,8 @@ REF_ENV = Path(__file__).resolve().parents[2] / "fixtures" / "reference_sdk_env"
 
 
 def _reference_server_available() -> bool:
-    return REF_PYTHON.is_file() and subprocess.run(
-        [str(REF_PYTHON), "-c", "import agentenv_protocol, mcp, uvicorn"], check=False,
-        capture_output=True).returncode == 0
+    """The reference's SDK with mcp 1.x in the side venv (test_gateway_fast_path asks too)."""
+    return reference_imports("agentenv_protocol, mcp, uvicorn")
 
 
 @pytest.mark.skipif(not _reference_server_available(), reason=f"no reference SDK with mcp 1.x in {REF_VENV}")
@@ -121,7 +110,7 @@ def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
                     break
                 time.sleep(0.05)
             assert statuses == {"mirror": "fired", "late": "fired"}
-            if _reference_available():
+            if reference_imports("agentenv_protocol"):
                 out = subprocess.run([str(REF_PYTHON), str(HERE / "reference_gateway_check.py"), base],
                                      check=False, capture_output=True, text=True, timeout=120)
                 assert out.returncode == 0, out.stderr

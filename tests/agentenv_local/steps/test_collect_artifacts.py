@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -205,18 +203,7 @@ def test_load_artifact_collected_errors_and_empty(deployed):
 
 
 # -- through the real runner ----------------------------------------------------------------------
-@pytest.fixture
-def hub(tmp_path):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-    from agentenv_hub_testkit import InProcessHub
-
-    project = tmp_path / "proj"
-    project.mkdir()
-    h = InProcessHub(project)
-    yield h
-    h.close()
-
-
+# (the `hub` fixture, an InProcessHub, is in conftest.py)
 def test_collect_then_load_in_a_real_run(hub):
     run = hub.run([
         {"id": "box", "type": "deploy_sandbox", "sandbox_type": "process", "sandbox_name": "box"},

@@ -4,8 +4,6 @@ by a reward file, its output stored as one file-bundle artifact."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -202,18 +200,7 @@ def test_parse_reward():
 
 
 # -- through the real runner ----------------------------------------------------------------------
-@pytest.fixture
-def hub(tmp_path):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-    from agentenv_hub_testkit import InProcessHub
-
-    project = tmp_path / "proj"
-    project.mkdir()
-    h = InProcessHub(project)
-    yield h
-    h.close()
-
-
+# (the `hub` fixture, an InProcessHub, is in conftest.py)
 def test_score_is_the_runs_score_in_a_real_run(hub):
     run = hub.run([
         {"id": "box", "type": "deploy_sandbox", "sandbox_type": "process", "sandbox_name": "box"},

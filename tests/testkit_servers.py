@@ -1,0 +1,114 @@
+"""Helpers every test folder shares (imported by name: tests/conftest.py puts this folder on sys.path): a uvicorn
+server on a thread, a subprocess that prints a "serving on http://..." line to stderr, the `agentenv` executable,
+and the reference's side venv. Real transports only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ANNOUNCE = re.compile(r"serving on (http://\S+)")
+
+# The reference's clients and SDK need mcp<2 beside them, so they live in a side venv, never in this project's:
+# scripts/setup.sh --test makes .venv-ref in the project; AGENTENV_REF_VENV points elsewhere.
+_PROJECT_REF_VENV = ROOT / ".venv-ref"
+REF_VENV = Path(os.environ.get("AGENTENV_REF_VENV") or
+                (_PROJECT_REF_VENV if _PROJECT_REF_VENV.exists() else "/tmp/agentenv-ref-venv"))
+REF_PYTHON = REF_VENV / "bin" / "python"
+
+
+def agentenv_exe() -> str:
+    """The `agentenv` console script of this venv (else the project's .venv, else PATH's)."""
+    for candidate in (Path(sys.executable).parent / "agentenv", ROOT / ".venv" / "bin" / "agentenv"):
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which("agentenv")
+    assert found, "agentenv is not installed (scripts/setup.sh --test)"
+    return found
+
+
+def reference_imports(modules: str) -> bool:
+    """Whether REF_PYTHON exists and imports `modules` (e.g. "agentenv_protocol, mcp")."""
+    if not REF_PYTHON.is_file():
+        return False
+    return subprocess.run([str(REF_PYTHON), "-c", f"import {modules}"], check=False,
+                          capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def uvicorn_thread(config, sockets=None):
+    """Run `uvicorn.Server(config)` (on `sockets`, if given) in a daemon thread; enters once it has started
+    (yields the server) and stops it at exit."""
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+def end_process(proc: subprocess.Popen) -> None:
+    """Terminate `proc` if it still runs (kill it if it lingers 10 s) and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _announced(proc: subprocess.Popen, what: str, scan_seconds: float | None) -> str:
+    """The URL of `proc`'s "serving on" line: its first stderr line, or (`scan_seconds`) any line read within
+    that long. Without one, kill `proc` and raise with what it printed."""
+    deadline = time.monotonic() + (scan_seconds or 0)
+    lines = []
+    while True:
+        line = proc.stderr.readline()
+        lines.append(line)
+        match = ANNOUNCE.search(line)
+        if match or not line or scan_seconds is None or time.monotonic() >= deadline:
+            break
+    if not match:
+        proc.kill()
+        raise RuntimeError(f"the {what} did not announce its address: " + "".join(lines) + proc.stderr.read())
+    return match.group(1)
+
+
+@contextlib.contextmanager
+def announced_subprocess(argv: list[str], *, what: str = "server", env: dict | None = None,
+                         cwd: str | Path = ROOT, scan_seconds: float | None = None, drain: bool = True):
+    """Run `argv` (stdout discarded, stderr piped; `env` default: this process's environment) until it prints its
+    "serving on http://..." line; yields (that URL, the process) and ends the process at exit.
+
+    `drain`: keep reading its stderr on a thread, so a chatty server never blocks on a full pipe (else the pipe is
+    closed at exit). `scan_seconds`: see `_announced`.
+    """
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ) if env is None else env, cwd=cwd)
+    try:
+        url = _announced(proc, what, scan_seconds)
+        if drain:
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        yield url, proc
+    finally:
+        end_process(proc)
+        if not drain and proc.stderr:
+            proc.stderr.close()
