@@ -229,9 +229,11 @@ def main() -> int:
               f"(target <= {RATIO_TARGET}x: {'ok' if hub_ratio <= RATIO_TARGET else 'MISSED'})")
     print(f"through a byte-forwarding proxy        p50 {floor:7.3f} ms  ratio {floor / direct:.2f}x "
           "(the floor of an extra hop in Python here)")
-    from agentenv_local.loops import using_uvloop
+    from agentenv_local.loops import hub_event_loop, uvloop_available
 
-    print(f"event loop of the gateway, hub and forwarder: {'uvloop' if using_uvloop() else 'asyncio'}")
+    hub_loop = type(hub_event_loop()).__module__.split(".")[0]
+    print(f"event loops: standalone gateway and forwarder {'uvloop' if uvloop_available() else 'asyncio'}, "
+          f"hub {hub_loop} (AGENTENV_LOOP=uvloop to try uvloop there)")
     print(f"in-process child via Gateway.call()    p50 {inproc:7.3f} ms  (target < {INPROC_TARGET_MS} ms: "
           f"{'ok' if inproc < INPROC_TARGET_MS else 'MISSED'})")
     print(f"in-process child via gateway over HTTP p50 {inproc_http:7.3f} ms  (same-process client; for reference)")

@@ -61,10 +61,10 @@ def forward(upstream: str) -> None:
         async with server:
             await server.serve_forever()
 
-    from agentenv_local.loops import new_event_loop
+    from agentenv_local.loops import uvloop_or_asyncio_loop
 
-    # the loop the gateway runs on (uvloop when installed), so the floor is measured on equal terms
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+    # the loop the standalone gateway runs on (uvicorn's choice), so the floor is measured on equal terms
+    with asyncio.Runner(loop_factory=uvloop_or_asyncio_loop) as runner:
         runner.run(main())
 
 

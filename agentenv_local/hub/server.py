@@ -57,9 +57,9 @@ class Hub:
                     info["status"] = "interrupted"
             self.store.runs.update(run_id, {"steps": steps, "current_step": None})
             self.store.events.append("run.interrupted", {"reason": "its hub stopped"}, run_id=run_id)
-        from agentenv_local.loops import new_event_loop
+        from agentenv_local.loops import hub_event_loop
 
-        self.loop = new_event_loop()
+        self.loop = hub_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="hub-loop", daemon=True)
         self._loop_thread.start()
         self.services = RunServices(self.store, config, paths)
