@@ -95,12 +95,20 @@ def tagged_pids(sandbox_id: str) -> list[int]:
 
 
 def kill_tagged(sandbox_id: str, rounds: int = 10) -> int:
-    """SIGKILL every process tagged with the sandbox id; rescan until none is left. Returns the count."""
+    """SIGKILL every process tagged with the sandbox id; rescan until two scans in a row find none (a process
+    in the middle of an exec shows an empty environment for an instant, so one empty scan proves nothing).
+    Returns the count."""
     killed: set[int] = set()
+    empty_scans = 0
     for _ in range(rounds):
         pids = tagged_pids(sandbox_id)
         if not pids:
-            break
+            empty_scans += 1
+            if empty_scans == 2:
+                break
+            time.sleep(0.02)
+            continue
+        empty_scans = 0
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)

@@ -186,7 +186,11 @@ def test_terminate_kills_background_processes_and_is_idempotent(provider):
     sb = run(provider.create(SandboxSpec(name="t")))
     res = run(sb.exec("nohup sleep 300 >/dev/null 2>&1 & echo $!"))
     pid = int(res.stdout)
-    assert alive(pid) and pid in tagged_pids(sb.sandbox_id)
+    # a process in the middle of exec (nohup, then sleep) shows an empty environment for an instant
+    deadline = time.monotonic() + 10
+    while pid not in tagged_pids(sb.sandbox_id):
+        assert alive(pid) and time.monotonic() < deadline
+        time.sleep(0.01)
     folder = sb.root
     run(sb.terminate())
     assert wait_dead(pid)

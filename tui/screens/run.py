@@ -44,6 +44,7 @@ class RunScreen(Screen):
         super().__init__()
         self.state = RunState(run_id)
         self._loaded = False
+        self._early: list[dict] = []  # this run's live events that came while the run was loading
         self._env_refreshed = 0.0
         self._env_loading = False
         self._human_loading = False
@@ -96,6 +97,9 @@ class RunScreen(Screen):
             self.state.reviews[r["review_id"]] = {"review_id": r["review_id"], "label": r.get("label"),
                                                  "step_id": r.get("step_id"), "decision": r.get("decision")}
         self.state.load(record, events)
+        # live events that came in while it loaded and after what it read (a step that started meanwhile)
+        early, self._early = self._early, []
+        self.state.apply([e for e in early if (e.get("event_id") or 0) > self.state.last_event_id])
         self._loaded = True
         self.refresh_all()
         self._refresh_env(force=True)
@@ -133,10 +137,11 @@ class RunScreen(Screen):
 
     # -- live --
     def on_hub_events(self, events: list[dict], changed: set[str]) -> None:
-        if not self._loaded:
-            return
         mine = [e for e in events if e.get("run_id") == self.run_id]
         if not mine:
+            return
+        if not self._loaded:  # kept for _loaded_run: the load may have read the history before these
+            self._early.extend(mine)
             return
         self.state.apply(mine)
         if self.state.needs_refresh:
