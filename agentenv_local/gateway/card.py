@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .changes import PAGE_DEFAULT_LIMIT, PAGE_MAX_LIMIT
 from .triggers import FEATURES
 
 _ROLE_TOOLS = {
@@ -38,7 +39,8 @@ def _ext(uri: str, description: str, endpoint: str, methods: dict, **params: Any
 _CHANGES_QUERY = {
     "type": "object",
     "properties": {"after_id": {"type": "integer", "minimum": 0, "default": 0},
-                   "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
+                   "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_MAX_LIMIT,
+                             "default": PAGE_DEFAULT_LIMIT}},
 }
 
 

@@ -27,11 +27,14 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
+
+from .clock import wall_timestamp
 
 logger = logging.getLogger(__name__)
 
+# The keys and ops an env's SDK writes (agentenv_local/env/context.py); stated again rather than imported so
+# the gateway stays off the env package's import cost. The tests drive SDK envs through the gateway.
 CHANGES_URI = "urn:agentenv:changes/v1"
 CHANGES_META_PREFIX = "agentenv.io/changes"
 CHANGES_META_KEY = "agentenv.io/changes"
@@ -135,7 +138,8 @@ class ChangeLog:
         attribute them to ``actor``. Answers ``(changelog_id_before, changelog_id)``."""
         meta = result.get("_meta") if type(result) is dict else None
         if not meta or type(meta) is not dict or not any(k.startswith(CHANGES_META_PREFIX) for k in meta):
-            return (self._head, self._head) if self.keeps else (None, None)
+            head = self.head_or_none()
+            return head, head
         rows = meta.get(CHANGES_META_KEY)
         truncated = meta.get(CHANGES_TRUNCATED_META_KEY)
         rest = {k: v for k, v in meta.items() if not k.startswith(CHANGES_META_PREFIX)}
@@ -150,7 +154,7 @@ class ChangeLog:
                 logger.warning("changelog: server %s sent %s as %s, not a list; ignored", server, CHANGES_META_KEY,
                                type(rows).__name__)
             rows = []
-        stamp = datetime.now(UTC).isoformat()
+        stamp = wall_timestamp()
         clock = self._clock
         virtual = clock.virtual_timestamp() if rows and clock is not None and clock.armed else None
         last: dict | None = None

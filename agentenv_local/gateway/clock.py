@@ -41,6 +41,7 @@ __all__ = [
     "format_rfc3339",
     "monotonic_wall",
     "parse_rfc3339",
+    "wall_timestamp",
 ]
 
 CLOCK_EXTENSION_URI = "urn:agentenv:clock/v1"
@@ -121,6 +122,11 @@ def parse_rfc3339(text: object, field: str = "virtual_time") -> datetime:
         return local.replace(tzinfo=timezone(offset)).astimezone(UTC)
     except OverflowError:
         raise ClockError(f"invalid RFC3339 {field} {text!r}: out of representable range") from None
+
+
+def wall_timestamp() -> str:
+    """Wall-clock now as the trajectory's ``timestamp_utc`` writes it (``2025-03-10T09:00:00.123456+00:00``)."""
+    return datetime.now(UTC).isoformat()
 
 
 def format_rfc3339(moment: datetime, *, seconds: bool = False) -> str:

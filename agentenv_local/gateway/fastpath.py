@@ -292,9 +292,7 @@ def protocol_class(gateway: Gateway) -> type:
             if request["method"] == "tools/call" and gateway.mcp_call_direct(request, _who(headers), version,
                                                                                  self._respond_direct):
                 return True
-            task = self.loop.create_task(self._answer(request, headers, version))
-            task.add_done_callback(self.tasks.discard)
-            self.tasks.add(task)
+            self._track(self.loop.create_task(self._answer(request, headers, version)))
             return True
 
         async def _answer(self, request: dict, headers: dict[bytes, bytes], version: str) -> None:
@@ -303,11 +301,7 @@ def protocol_class(gateway: Gateway) -> type:
             except BaseException:
                 self.transport.close()  # as uvicorn does when an app fails before answering
                 raise
-            if self.transport.is_closing():
-                return
-            if self.flow.write_paused:
-                await self.flow.drain()  # the client is not reading its answers: wait, as uvicorn does
-            self._write_answer(status, data)
+            await self._write_when_drained(status, data)
 
         def _respond_direct(self, status: int, reply: dict) -> None:
             """The answer of a call the gateway took without a task (called from the child's answer)."""
@@ -317,19 +311,21 @@ def protocol_class(gateway: Gateway) -> type:
                 logger.exception("the gateway could not encode its answer")
                 self.transport.close()  # as uvicorn does when an app fails before answering
                 return
-            if self.transport.is_closing():
-                return
-            if self.flow.write_paused:  # the client is not reading its answers: wait, as _answer does
-                task = self.loop.create_task(self._drain_then_write(status, data))
-                task.add_done_callback(self.tasks.discard)
-                self.tasks.add(task)
-                return
-            self._write_answer(status, data)
+            if self.flow.write_paused:
+                self._track(self.loop.create_task(self._write_when_drained(status, data)))
+            elif not self.transport.is_closing():
+                self._write_answer(status, data)
 
-        async def _drain_then_write(self, status: int, data: bytes) -> None:
-            await self.flow.drain()
+        async def _write_when_drained(self, status: int, data: bytes) -> None:
+            if self.flow.write_paused:
+                await self.flow.drain()  # the client is not reading its answers: wait, as uvicorn does
             if not self.transport.is_closing():
                 self._write_answer(status, data)
+
+        def _track(self, task: Any) -> None:
+            """Keep a task uvicorn's shutdown waits for (its ``tasks`` set) until it ends."""
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
 
         def _write_answer(self, status: int, data: bytes) -> None:
             head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Error"))]

@@ -17,13 +17,18 @@ import logging
 import secrets
 import weakref
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from random import getrandbits
 from typing import Any, NamedTuple, Self
 
 from .changes import ChangeLog
 from .children import Child, ChildError, ChildSpec
-from .clock import GET_TIME_TOOL, GET_TIME_TOOL_NAME, ClockError, VirtualClock
+from .clock import (
+    GET_TIME_TOOL,
+    GET_TIME_TOOL_NAME,
+    ClockError,
+    VirtualClock,
+    wall_timestamp,
+)
 from .rbac import (
     DEFAULT_ROLE,
     ROLE_META_KEY,
@@ -83,10 +88,6 @@ class ToolNameClash(ValueError):
 
 def _error_result(text: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
-def _rfc3339_now() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 def _normalize_children(children: Iterable[Any]) -> list[ChildSpec]:
@@ -459,10 +460,8 @@ class Gateway:
                 return
             # anything else (a failure, an input_required round, a trigger registered meanwhile) finishes as
             # call() finishes it
-            task = loop.create_task(self._finish_direct(opened[0], child, child_tool, arguments, meta, generation,
-                                                        outcome, respond))
-            self._handoff_tasks.add(task)
-            task.add_done_callback(self._handoff_tasks.discard)
+            self._keep(loop.create_task(self._finish_direct(opened[0], child, child_tool, arguments, meta,
+                                                            generation, outcome, respond)))
 
         timer = loop.call_later(self.tool_timeout, conn.abort, TimeoutError())
         lean.send_direct(conn, child_tool, arguments, meta, child._on_lean_notification, on_outcome)
@@ -496,14 +495,15 @@ class Gateway:
             event["caused_by"] = causes
         return _OpenCall(tool, arguments, role, self.log_event(event), causes, {"source": source} if source else {})
 
-    def _child_meta(self, role: str, session: str | None) -> dict:
+    def _child_meta(self, role: str, session: str | None, *, tick: bool = True) -> dict:
         """The request _meta a proxied call carries to its child: the caller's role, session and virtual time
-        (a stepped clock moves one step per call here)."""
+        (an agent's call moves a stepped clock one step here; a trigger's action, ``tick=False``, does not)."""
         meta = {ROLE_META_KEY: role}
         if session:
             meta[SESSION_META_KEY] = session
         if self.clock.armed:  # unarmed, both are no-ops (and reading the clock is not free)
-            self.clock.tick_tool_call()
+            if tick:
+                self.clock.tick_tool_call()
             stamp = self.clock.virtual_timestamp()
             if stamp is not None:
                 meta[VIRTUAL_TIME_META_KEY] = stamp
@@ -564,10 +564,7 @@ class Gateway:
                 return self._get_time(arguments)
             return _error_result(f"Unknown tool: {tool}")
         child, child_tool = route
-        meta = {ROLE_META_KEY: role}
-        stamp = self.clock.virtual_timestamp()
-        if stamp is not None:
-            meta[VIRTUAL_TIME_META_KEY] = stamp
+        meta = self._child_meta(role, None, tick=False)
         try:
             async with self._guard():
                 result = await child.call(child_tool, arguments, meta)
@@ -625,18 +622,21 @@ class Gateway:
             try:
                 outcome = self.on_event(event)  # type: ignore[misc]
                 if inspect.isawaitable(outcome):
-                    task = asyncio.ensure_future(outcome)
-                    self._handoff_tasks.add(task)
-                    task.add_done_callback(self._handoff_tasks.discard)
+                    self._keep(asyncio.ensure_future(outcome))
             except Exception:
                 logger.exception("gateway on_event callback failed")
+
+    def _keep(self, task: asyncio.Future) -> None:
+        """Hold a task the gateway started and awaits nowhere until it ends (aclose waits for what is left)."""
+        self._handoff_tasks.add(task)
+        task.add_done_callback(self._handoff_tasks.discard)
 
     def _record_event(self, event: dict) -> str:
         """Stamp ``event`` (id, time, virtual time) and keep it for /trajectory (see :meth:`log_event`)."""
         self._event_counter += 1
         event_id = f"event_{self._event_counter}"
         event["event_id"] = event_id
-        event["timestamp_utc"] = _rfc3339_now()
+        event["timestamp_utc"] = wall_timestamp()
         if self.clock.armed:
             stamp = self.clock.virtual_timestamp()
             if stamp is not None:

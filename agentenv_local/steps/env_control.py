@@ -520,13 +520,14 @@ class SnapshotEnvStep(EnvStep):
                                                                              "version": doc["version"]}
         ctx.log(f"snapshot of env {self.env_id} ({', '.join(children)}) stored as {doc['id']} v{doc['version']}")
 
-
     async def _changes(self, ctx: StepContext, gw: EnvGateway) -> list | None:
         """Every change row the gateway keeps (`GET /changes`, page by page); None when it keeps no changelog."""
+        from agentenv_local.gateway.changes import PAGE_MAX_LIMIT
+
         rows: list = []
         after = 0
         while True:
-            status, page = await gw.request("GET", "/changes", params={"after_id": after, "limit": 10000})
+            status, page = await gw.request("GET", "/changes", params={"after_id": after, "limit": PAGE_MAX_LIMIT})
             if status == 404 and not rows:
                 ctx.log(f"env {self.env_id} keeps no changelog: the snapshot has no changes.jsonl")
                 return None

@@ -176,22 +176,20 @@ class RunsScreen(Screen):
 
 
 def do_cancel(app, run_id: str) -> None:
-    def work() -> None:
-        try:
-            app.source.cancel(run_id)
-        except Exception as exc:  # noqa: BLE001
-            app.fail(f"could not cancel {run_id}", exc)
-            return
-        app.later(app.notify, f"cancelling {run_id}")
-    app.run_worker(work, thread=True, group="actions")
+    _run_action(app, run_id, "cancel", "cancelling")
 
 
 def do_resume(app, run_id: str) -> None:
+    _run_action(app, run_id, "resume", "resumed")
+
+
+def _run_action(app, run_id: str, action: str, done: str) -> None:
+    """``app.source.<action>(run_id)`` on a worker thread: a notice when it is done, the error when it fails."""
     def work() -> None:
         try:
-            app.source.resume(run_id)
+            getattr(app.source, action)(run_id)
         except Exception as exc:  # noqa: BLE001
-            app.fail(f"could not resume {run_id}", exc)
+            app.fail(f"could not {action} {run_id}", exc)
             return
-        app.later(app.notify, f"resumed {run_id}")
+        app.later(app.notify, f"{done} {run_id}")
     app.run_worker(work, thread=True, group="actions")
