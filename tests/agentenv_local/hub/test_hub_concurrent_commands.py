@@ -74,6 +74,10 @@ def test_run_and_artifact_put_at_once_both_succeed(tmp_path):
         wait_until(lambda: "Created file note v1" in put.stdout, what="the put to say it is done")
         # While the run goes (the hub holds the store), another put goes through the hub.
         wait_until(lambda: [r for r in runs_json(project) if r["status"] == "running"], what="the run to be running")
+        # The hub serving the run now: the first one, or, when the put was the hub and finished before the run
+        # reached it, the run itself (it then found no hub and took the lock).
+        hub = hub_info(project)
+        assert hub["pid"] in {run.pid, put.pid}
         note.write_text("second")
         cli(project, "artifact", "put", str(note), "--id", "note", check=True)
         assert run.alive()
