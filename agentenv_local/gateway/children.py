@@ -93,6 +93,9 @@ class Child:
         self._tools_dirty = False
         self._tools_task: asyncio.Task | None = None
         self.lean: _LeanSession | None = None  # the hot path for tools/call to a URL child (None: the Client)
+        # the hot path for tools/call to an in-process env: its runtime, called as its MCP server would call it,
+        # with the _meta envelope the session's Client would add (None: the Client carries every call)
+        self._inproc: tuple[Any, dict] | None = None
         self._lean_next: _LeanSession | None = None
         self._http_clients: list[Any] = []
         self._lean_ok: set[str] = set()  # tools the lean path may call (no x-mcp-header argument to mirror)
@@ -285,11 +288,14 @@ class Child:
             raise ChildError(f"child {self.name!r}: could not open an MCP session to "
                              f"{self.url or 'the in-process env'}: {type(e).__name__}: {e}") from e
         self.lean, self._lean_next = self._lean_next, None
+        if self.env is not None:
+            self._inproc = _inprocess_lane(self.env, self.client)
         self._generation += 1
 
     async def _close_session(self) -> None:
         runner, self._runner = self._runner, None
         self.client = None
+        self._inproc = None
         lean, self.lean = self.lean, None
         if lean is not None:
             lean.close()
@@ -327,6 +333,12 @@ class Child:
             await self.reopen(self._generation)
         generation, lean = self._generation, self.lean
         outcome: dict | BaseException | None = None
+        if self._inproc is not None:
+            runtime, envelope = self._inproc
+            # what the env's MCP server does with the request, minus the in-memory client and server stacks
+            # (about half of the hub's work per call); the env's lifespan is held by the open session
+            result = await runtime.call_tool(tool, arguments, meta={**envelope, **meta}, transport="mcp")
+            return wire_result(result)
         if lean is not None and tool in self._lean_ok:
             try:
                 outcome = await lean.call_tool(tool, arguments, meta, self._on_lean_notification)
@@ -381,6 +393,22 @@ class Child:
                 await asyncio.get_running_loop().run_in_executor(None, self.proc.wait, 10)
             except Exception:  # noqa: BLE001
                 self.proc.kill()
+
+
+def _inprocess_lane(env: Any, client: Any) -> tuple[Any, dict] | None:
+    """(the env's runtime, the request ``_meta`` envelope its in-memory Client stamps on every request), or None
+    when that envelope can't be learnt (a handshake-era session; an mcp whose session keeps it elsewhere): then
+    the Client carries every call, as before."""
+    try:
+        request: dict[str, Any] = {"method": "tools/call", "params": {}}
+        client.session._stamp(request, {})  # the modern revision's per-request stamp (mcp keeps it private)
+        meta = request["params"].get("_meta") or {}
+    except Exception:  # noqa: BLE001
+        return None
+    envelope = {k: v for k, v in meta.items() if k.startswith(_ENVELOPE_PREFIX)}
+    if _ENVELOPE_PREFIX + "protocolVersion" not in envelope:
+        return None
+    return env._ae_runtime(), envelope
 
 
 _RESULT_BOOKKEEPING = ("resultType", "ttlMs", "cacheScope")
