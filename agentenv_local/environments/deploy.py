@@ -354,19 +354,35 @@ class EnvManager:
         """
         from agentenv_local.gateway.rbac import RbacError
 
+        gateway = self._live_gateway(instance_id, "so no roles")
+        try:
+            token = gateway.access.bind_token(role)
+        except RbacError as exc:
+            raise DeployError(f"cannot bind role {role!r}: {exc}") from exc
+        self._save_state(instance_id, gateway)
+        return token
+
+    async def advance_clock(self, instance_id: str, seconds: float | str) -> dict:
+        """Move a running instance's frozen or stepped clock forward, then let its time triggers fire; the
+        clock's state (saved, like every change to it)."""
+        from agentenv_local.gateway.clock import ClockError
+
+        gateway = self._live_gateway(instance_id, "so no virtual clock")
+        try:
+            return {"instance_id": instance_id, **await gateway.advance_clock(seconds)}
+        except ClockError as exc:
+            raise DeployError(f"cannot advance the clock of {instance_id}: {exc}") from None
+
+    def _live_gateway(self, instance_id: str, so_what: str) -> Any:
+        """The gateway of a running instance, or a DeployError saying why there is none."""
         inst = self._live.get(instance_id)
         if inst is None:
             raise DeployError(f"env instance {instance_id!r} is not running in this hub",
                               hint="see the running ones with `agentenv env instances`")
         if inst.gateway is None:
-            raise DeployError(f"env instance {instance_id!r} has no gateway (server topology), so no roles",
+            raise DeployError(f"env instance {instance_id!r} has no gateway (server topology), {so_what}",
                               hint='deploy it with env_provider_type = "gateway" (the default)')
-        try:
-            token = inst.gateway.access.bind_token(role)
-        except RbacError as exc:
-            raise DeployError(f"cannot bind role {role!r}: {exc}") from exc
-        self._save_state(instance_id, inst.gateway)
-        return token
+        return inst.gateway
 
     def _save_state(self, instance_id: str, gateway: Any) -> None:
         try:

@@ -294,22 +294,7 @@ class Hub:
     # -- added for the TUI (issue 6): advance a live env instance's virtual clock by hand -----
     def _op_envs_advance_clock(self, instance_id: str, seconds: float | str, conn_id=None) -> dict:
         """Move a deployed env's (stepped or frozen) clock forward, then let its time triggers fire."""
-        async def advance() -> dict:
-            from agentenv_local.gateway.clock import ClockError
-
-            inst = self.envs._live.get(instance_id)
-            gateway = getattr(inst, "gateway", None)
-            if gateway is None:
-                raise HubError(f"env instance {instance_id!r} is not running in this hub with a gateway",
-                               hint="see the running ones with `agentenv env instances`")
-            try:
-                gateway.clock.advance(seconds)
-            except ClockError as exc:
-                raise HubError(f"cannot advance the clock of {instance_id}: {exc}") from None
-            gateway._state_changed("clock")
-            await gateway.engine.tick()
-            return {"instance_id": instance_id, **gateway.clock.state()}
-        return asyncio.run_coroutine_threadsafe(advance(), self.loop).result(30)
+        return asyncio.run_coroutine_threadsafe(self.envs.advance_clock(instance_id, seconds), self.loop).result(30)
 
     def _op_envs_teardown(self, instance_id: str, conn_id=None) -> dict:
         return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)

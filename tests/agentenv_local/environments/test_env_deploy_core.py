@@ -182,3 +182,37 @@ def test_server_topology_serves_one_server_without_a_gateway(session, run_as):
 
 async def _bind(envs, instance_id):
     return envs.bind_role(instance_id, "admin")
+
+
+def test_advance_clock_moves_a_frozen_clock_and_fires_what_came_due(session):
+    """`envs.advance_clock` (the TUI's "advance" key): the clock moves, a due time trigger fires, the new clock is
+    saved; an unknown instance, an unarmed clock and a bad amount are clear errors."""
+    put_env(session.store, "echo", EXAMPLES / "echo", module="server.py:Echo", environment_name="echo")
+    envs = session.hub.envs
+    record = on_hub(session, envs.deploy("echo"))
+    instance_id = record["instance_id"]
+    with pytest.raises(Exception, match="cannot advance the clock") as unarmed:
+        on_hub(session, envs.advance_clock(instance_id, 60))
+    assert "armed" in str(unarmed.value)
+    with httpx2.Client(base_url=record["gateway_url"], timeout=10) as h:
+        assert h.put("/clock/set-time", json={"virtual_time": "2025-03-10T09:00:00Z", "mode": "frozen"}).is_success
+        r = h.post("/triggers/register", json={"triggers": [
+            {"id": "an-hour-in", "when": {"type": "time", "at": "PT1H"},
+             "actions": [{"type": "tool", "tool": "echo", "args": {"text": "an hour in"}}]}]})
+        assert r.status_code == 200, r.text
+        moved = on_hub(session, envs.advance_clock(instance_id, "PT30M"))
+        assert moved["instance_id"] == instance_id and moved["virtual_time"].startswith("2025-03-10T09:30:00")
+        assert h.get("/triggers/state").json()["triggers"][0]["status"] == "armed"
+        on_hub(session, envs.advance_clock(instance_id, 1800))
+        assert h.get("/triggers/state").json()["triggers"][0]["status"] == "fired"
+        assert h.get("/clock/time").json()["virtual_time"].startswith("2025-03-10T10:00:00")
+    from agentenv_local.environments.deploy import STATE
+    from agentenv_local.gateway.clock import VirtualClock
+
+    saved = VirtualClock.from_dict(session.store.records.get(STATE, instance_id)["body"]["clock"])
+    assert saved.state()["virtual_time"].startswith("2025-03-10T10:00:00")  # saved like every clock change
+    with pytest.raises(Exception, match="cannot advance the clock"):
+        on_hub(session, envs.advance_clock(instance_id, "soon"))
+    with pytest.raises(Exception, match="not running in this hub"):
+        on_hub(session, envs.advance_clock("envi-000000000000", 60))
+    on_hub(session, envs.teardown(instance_id))
