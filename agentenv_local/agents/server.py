@@ -11,6 +11,7 @@ Routes:
     POST     /ext/trajectory                                      trajectory/v1 get
     POST /ext/triggers, POST /ext/triggers/decide, GET /ext/triggers   triggers/v1 register / decide / state
     POST|GET /ext/peer-agents                                     peer-agents/v1 set / list
+    GET|POST|DELETE /ext/peer-agents/mcp                          the peer tools (MCP server ``peer_agents``)
     ...and whatever the agent's ``extra_routes()`` adds (its ``card_extensions()`` join the card's extensions)
 
 The JSON-RPC layer is implemented here (no a2a-sdk): the dialect follows the method name. Extension errors are
@@ -36,6 +37,12 @@ from pydantic import ValidationError
 
 from . import wire
 from .base import Agent
+from .peers import (
+    PEER_TOOL_NAMES,
+    PEER_TOOLS_PATH,
+    PEER_TOOLS_SERVER,
+    PeerToolsEndpoint,
+)
 from .triggers import TriggerEngine, TriggerError
 from .types import (
     DataPart,
@@ -169,6 +176,7 @@ class AgentRuntime:
         self.mcp_servers: dict[str, dict[str, Any]] = {}
         self.skills: list[dict[str, Any]] = []
         self.peers: list[dict[str, Any]] = []
+        self.own_base_url: str | None = None  # where this agent's own tools reach it; see learn_own_base_url
         self.triggers = TriggerEngine()
         self.tasks: OrderedDict[str, TaskRecord] = OrderedDict()
         self.contexts: dict[str, list[str]] = {}
@@ -219,7 +227,9 @@ class AgentRuntime:
                                     "state": {"method": "GET", "response": {"required": ["firing_log"]}}}}},
             {"uri": PEER_AGENTS_V1, "description": "Configure peer A2A agents available for delegation.",
              "params": {"endpoint": "/ext/peer-agents",
-                        "methods": {"set": {"method": "POST"}, "list": {"method": "GET"}}}},
+                        "methods": {"set": {"method": "POST"}, "list": {"method": "GET"}},
+                        "mcp": {"endpoint": PEER_TOOLS_PATH, "server_name": PEER_TOOLS_SERVER,
+                                "tools": list(PEER_TOOL_NAMES)}}},
         ] + [dict(e) for e in agent.card_extensions()]
         return {
             "name": cfg.name or agent.name,
@@ -335,6 +345,31 @@ class AgentRuntime:
                     if not siblings:
                         self.contexts.pop(old.context_id, None)
 
+    def learn_own_base_url(self, scope: dict[str, Any]) -> None:
+        """Remember, from the first A2A request served, a base URL at which this agent reaches itself (used when
+        ``public_url`` is not set).
+
+        It is the local address of the socket the request came in on (ASGI ``scope["server"]``), not the request's
+        Host: behind a port mapping or a proxy the Host names an address only the outside can use, while the agent
+        can always connect to its own listening socket.
+        """
+        if self.own_base_url is not None:
+            return
+        server = scope.get("server")
+        if not server or server[1] is None:  # e.g. a unix socket: nothing to dial back
+            return
+        host, port = server
+        host = f"[{host}]" if ":" in host else host
+        self.own_base_url = f"{scope.get('scheme', 'http')}://{host}:{port}"
+
+    def _task_mcp_servers(self) -> dict[str, dict[str, Any]]:
+        """The registered MCP servers, plus this agent's own peer tools while peers are set."""
+        servers = {k: dict(v) for k, v in self.mcp_servers.items()}
+        base = self.public_url or self.own_base_url
+        if self.peers and base:
+            servers[PEER_TOOLS_SERVER] = {"url": base + PEER_TOOLS_PATH, "headers": None}
+        return servers
+
     def _cancel(self, record: TaskRecord) -> None:
         record.set_state("canceled")
         record.log.seal(TrajectoryState.CANCELED)
@@ -352,7 +387,7 @@ class AgentRuntime:
                 metadata = {**record.history[0].metadata, **({"role": config.role} if config.role else {})}
                 request = TaskRequest(task_id=record.id, context_id=record.context_id,
                                       parts=tuple(record.history[0].parts), config=config,
-                                      mcp_servers={k: dict(v) for k, v in self.mcp_servers.items()},
+                                      mcp_servers=self._task_mcp_servers(),
                                       skills=tuple(dict(s) for s in self.skills), metadata=metadata,
                                       trajectory=record.log)
                 timeout = asyncio.timeout(config.timeout_seconds)
@@ -462,6 +497,9 @@ class AgentRuntime:
         name = body.get("name")
         if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
             raise ExtensionError(400, f"name: must match {_NAME.pattern}")
+        if name == PEER_TOOLS_SERVER:
+            raise ExtensionError(400, f"name: {PEER_TOOLS_SERVER!r} is reserved for the peer-agents/v1 tools "
+                                      f"this agent serves at {PEER_TOOLS_PATH}")
         for existing, reg in self.mcp_servers.items():
             if reg["url"] == url:
                 raise ExtensionError(409, f"MCP URL {url!r} is already registered as {existing!r}")
@@ -605,6 +643,7 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
     from starlette.routing import Route
 
     runtime = AgentRuntime(agent, public_url=public_url)
+    peer_tools = PeerToolsEndpoint(lambda: runtime.peers)
 
     def base_of(request: Request) -> str:
         return f"{request.url.scheme}://{request.url.netloc}"
@@ -616,6 +655,7 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def rpc(request: Request) -> JSONResponse:
+        runtime.learn_own_base_url(request.scope)  # before any task is built: tasks get the peer tools' URL
         raw = await request.body()
         try:
             body = json.loads(raw)
@@ -664,14 +704,16 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
                Route(RPC_PATH, rpc, methods=["POST"]),
                Route("/", rpc, methods=["POST"])]
     routes += [Route(path, ext(post, get), methods=methods(post, get)) for path, post, get in extensions]
+    routes.append(Route(PEER_TOOLS_PATH, peer_tools))  # an ASGI app (built on first use)
     routes += list(agent.extra_routes())
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any):
-        try:
-            yield
-        finally:
-            await runtime.shutdown()
+        async with peer_tools.running():  # the tasks end first: they may be calling the peer tools
+            try:
+                yield
+            finally:
+                await runtime.shutdown()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
