@@ -2,8 +2,9 @@
 
 Each check talks to the agent over real HTTP, the way deploy_agent and prompt_agent will: the card,
 the core protocol (message/send, tasks/get to a final state, an unknown method refused), agent-config
-(set, and read back when offered), mcp-config (register an env, list it), the trajectory of a task, and
-skills (when the card offers skill-config). A check the card does not advertise is skipped, not failed.
+(set, and read back when offered), mcp-config (register an env, list it), the trajectory of a task, skills
+(when the card offers skill-config) and peer-agents (set a peer, list it, and see the peer tools' `peer_list`
+answer it when the card names their MCP endpoint). A check the card does not advertise is skipped, not failed.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = N
             checks.append(Check("core protocol", "fail", exc.message))
         try:
             async with httpx2.AsyncClient(timeout=timeout) as http:
-                reply = (await http.post(card.get("url") or url, json={
+                # the JSON-RPC URL the client resolved from the card (it may be relative, as the reference's is)
+                reply = (await http.post(client.rpc_url or url, json={
                     "jsonrpc": "2.0", "id": 1, "method": "agentenv/no-such-method", "params": {}})).json()
             code = (reply.get("error") or {}).get("code")
             checks.append(Check("unknown method refused", "pass" if code == -32601 else "fail",
@@ -108,7 +110,48 @@ async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = N
                 checks.append(Check("skills", "fail", exc.message))
         else:
             checks.append(Check("skills", "skip", "not on the card"))
+        if "peer-agents" in extensions:
+            checks.append(await _peer_agents_check(client, card))
+        else:
+            checks.append(Check("peer-agents", "skip", "not on the card"))
     return checks
+
+
+async def _peer_agents_check(client: Any, card: dict) -> Check:
+    """Set a peer (the agent itself), list it back and, when the card names the peer tools' MCP endpoint, see
+    ``peer_list`` there show it; the peer table is emptied again after."""
+    peer = {"name": "conformance-peer", "url": client.base_url, "description": "the agent itself"}
+    try:
+        await client.peer_agents_set([peer])
+        try:
+            listed = [p.get("name") for p in await client.peer_agents_list()]
+            if listed != [peer["name"]]:
+                return Check("peer-agents", "fail", f"set one peer, listed {listed}")
+            endpoint = _peer_tools_endpoint(card)
+            if endpoint is None:
+                return Check("peer-agents", "pass", "set and listed (the card names no peer tools endpoint)")
+            from mcp import Client
+
+            async with Client(client.base_url + endpoint) as mcp:
+                result = await mcp.call_tool("peer_list", {})
+            names = [p.get("name") for p in ((result.structured_content or {}).get("peers") or [])]
+            ok = not result.is_error and names == [peer["name"]]
+            return Check("peer-agents", "pass" if ok else "fail",
+                         "set, listed, and peer_list answers it over MCP" if ok else f"peer_list answered {names}")
+        finally:
+            await client.peer_agents_set([])
+    except AgentenvError as exc:
+        return Check("peer-agents", "fail", exc.message)
+    except Exception as exc:  # noqa: BLE001 - the peer tools' MCP endpoint failing is this check's finding
+        return Check("peer-agents", "fail", f"the peer tools' MCP endpoint: {type(exc).__name__}: {exc}")
+
+
+def _peer_tools_endpoint(card: dict) -> str | None:
+    for ext in (card.get("capabilities") or {}).get("extensions") or []:
+        if isinstance(ext, dict) and str(ext.get("uri", "")).endswith(":peer-agents/v1"):
+            endpoint = ((ext.get("params") or {}).get("mcp") or {}).get("endpoint")
+            return endpoint if isinstance(endpoint, str) and endpoint.startswith("/") else None
+    return None
 
 
 def summarize(checks: list[Check]) -> dict[str, Any]:

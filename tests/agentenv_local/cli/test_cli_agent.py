@@ -37,7 +37,7 @@ def test_list_put_get_and_validate(project):
     got = json.loads(cli(project, "agent", "get", "bot", check=True).stdout)
     assert got["spec"] == "scripted" and got["config"] == PLAN
     report = json.loads(cli(project, "agent", "validate", "bot", "--json", check=True).stdout)
-    assert report["failed"] == 0 and report["passed"] == 7
+    assert report["failed"] == 0 and report["passed"] == 8
     bad = cli(project, "agent", "put", "--id", "x", "--spec", "scripted", "--url", "http://h")
     assert bad.returncode != 0 and "exactly one of" in bad.stdout + bad.stderr
     unknown = cli(project, "agent", "get", "nope")
@@ -88,7 +88,10 @@ def test_a_reference_sdk_agent_is_validated_and_prompted_in_a_run(project):
                            python=str(REF_PYTHON)) as (base, _proc):
         wait_healthy(base)
         report = json.loads(cli(project, "agent", "validate", base, "--json").stdout)
-        assert {c["check"]: c["status"] for c in report["checks"]}["core protocol"] == "pass"
+        statuses = {c["check"]: c["status"] for c in report["checks"]}
+        assert statuses["core protocol"] == "pass"
+        # its card's JSON-RPC URL is relative: the unknown-method check must still reach it
+        assert statuses["unknown method refused"] == "pass" and report["failed"] == 0, report
         write_bundle(project, "ref", {"t": [
             {"id": "agent", "type": "deploy_agent", "agent_name": "ref", "a2a_url": base},
             {"id": "ask", "type": "prompt_agent", "agent_name": "ref", "prompt": "hello"},
