@@ -27,6 +27,19 @@ def _stdio_session(project, instance_id: str, *args: str):
     return asyncio.run(go())
 
 
+def _piped_session(project, instance_id: str):
+    import subprocess
+
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "sh", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "piped"}}},
+             {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}]
+    return subprocess.run([agentenv_exe(), "gateway", "stdio", instance_id], cwd=project, env=clean_env(),
+                          input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
 def test_an_editor_reaches_a_deployed_env_over_stdio_with_its_role(tmp_path):
     project = tmp_path / "proj"
     (project / "echo-env").mkdir(parents=True)
@@ -45,6 +58,13 @@ def test_an_editor_reaches_a_deployed_env_over_stdio_with_its_role(tmp_path):
         names, result = _stdio_session(project, record["instance_id"], "--role", "alice")
         assert "echo" not in names
         assert result.is_error and "Tool 'echo' is disabled for role 'alice'" in result.content[0].text
+
+        # from a shell: requests piped in, stdin closed at once; those already read are still answered
+        piped = _piped_session(project, record["instance_id"])
+        assert piped.returncode == 0, piped.stderr
+        answers = {m["id"]: m for m in map(json.loads, piped.stdout.splitlines())}
+        assert answers[2]["result"]["content"][0]["text"] == "piped" and not answers[2]["result"]["isError"]
+        assert "echo" in [t["name"] for t in answers[3]["result"]["tools"]]
 
         missing = cli(project, "gateway", "stdio", "envi-000000000000")
         assert missing.returncode == 1 and "no running env instance" in missing.stderr
