@@ -112,3 +112,22 @@ def announced_subprocess(argv: list[str], *, what: str = "server", env: dict | N
         end_process(proc)
         if not drain and proc.stderr:
             proc.stderr.close()
+
+
+def piped_mcp(argv: list[str], calls: list[tuple[str, dict]], *, cwd=None, env: dict | None = None,
+              timeout: float = 120) -> dict:
+    """Run an MCP stdio server as a shell pipe would: write the handshake and `calls` (method, params) at once,
+    close stdin, read stdout to the end. Answers {request id: JSON-RPC message} (the calls have ids 2, 3...); the
+    process must exit 0."""
+    import json
+
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "sh", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines += [{"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+              for i, (method, params) in enumerate(calls, start=2)]
+    done = subprocess.run(argv, cwd=cwd, env=env, input="".join(json.dumps(line) + "\n" for line in lines),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}

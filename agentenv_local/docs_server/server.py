@@ -221,12 +221,11 @@ def warm_up() -> None:
 
 
 async def serve_stdio_async() -> None:
-    from mcp.server.stdio import stdio_server
+    from agentenv_local.mcp_stdio import run_over_stdio
 
     server = build_server()
     options = server.create_initialization_options()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, options)
+    await run_over_stdio(server, options)  # requests piped in are answered even if stdin closes at once
 
 
 def serve_stdio() -> None:

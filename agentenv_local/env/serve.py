@@ -96,12 +96,12 @@ def serve_stdio(env: Env) -> None:
 
 async def serve_stdio_async(env: Env) -> None:
     from mcp.server.lowlevel import NotificationOptions
-    from mcp.server.stdio import stdio_server
+
+    from agentenv_local.mcp_stdio import run_over_stdio
 
     server = env.mcp_server()
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, options)
+    await run_over_stdio(server, options)  # requests piped in are answered even if stdin closes at once
 
 
 # --- loading an env from a file or module ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ import shutil
 import httpx2
 from agentenv_hub_testkit import agentenv_exe, clean_env, cli
 from env_deploy_testkit import EXAMPLES
+from testkit_servers import piped_mcp
 
 
 def _stdio_session(project, instance_id: str, *args: str):
@@ -25,19 +26,6 @@ def _stdio_session(project, instance_id: str, *args: str):
             return [t.name for t in tools.tools], result
 
     return asyncio.run(go())
-
-
-def _piped_session(project, instance_id: str):
-    import subprocess
-
-    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "sh", "version": "1"}}},
-             {"jsonrpc": "2.0", "method": "notifications/initialized"},
-             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "piped"}}},
-             {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}]
-    return subprocess.run([agentenv_exe(), "gateway", "stdio", instance_id], cwd=project, env=clean_env(),
-                          input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True, text=True,
-                          timeout=120, check=False)
 
 
 def test_an_editor_reaches_a_deployed_env_over_stdio_with_its_role(tmp_path):
@@ -60,9 +48,9 @@ def test_an_editor_reaches_a_deployed_env_over_stdio_with_its_role(tmp_path):
         assert result.is_error and "Tool 'echo' is disabled for role 'alice'" in result.content[0].text
 
         # from a shell: requests piped in, stdin closed at once; those already read are still answered
-        piped = _piped_session(project, record["instance_id"])
-        assert piped.returncode == 0, piped.stderr
-        answers = {m["id"]: m for m in map(json.loads, piped.stdout.splitlines())}
+        answers = piped_mcp([agentenv_exe(), "gateway", "stdio", record["instance_id"]],
+                            [("tools/call", {"name": "echo", "arguments": {"text": "piped"}}), ("tools/list", {})],
+                            cwd=project, env=clean_env())
         assert answers[2]["result"]["content"][0]["text"] == "piped" and not answers[2]["result"]["isError"]
         assert "echo" in [t["name"] for t in answers[3]["result"]["tools"]]
 
