@@ -9,13 +9,22 @@ It speaks A2A 0.3 (``message/send``, ``tasks/get``, ``tasks/cancel``: what the r
 the card offers only 1.0 (``supportedInterfaces`` with protocolVersion 1.x and no 0.x ``protocolVersion``), or
 ``protocol="1.0"`` is passed. An answer that breaks the protocol raises ``A2AProtocolError`` naming the field;
 a JSON-RPC error answer raises ``A2ARpcError``; an extension's HTTP error raises ``A2AExtensionError``.
+
+``stream()`` uses ``message/stream`` (``SendStreamingMessage``) and yields each SSE event's ``result``:
+
+    async with contextlib.aclosing(agent.stream("hi")) as events:   # aclosing: stop early cleanly
+        async for result in events:
+            print(result)   # the Task, then status/artifact updates; the last is the final status update
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agentenv_local.errors import AgentenvError
@@ -149,6 +158,58 @@ def _to_parts(content: Any) -> list:
         else:
             parts.append(item)
     return parts
+
+
+MAX_EVENT_CHARS = 16 * 1024 * 1024
+
+
+async def _sse_data(answer: Any, url: str) -> AsyncIterator[str]:
+    """The ``data`` of each server-sent event (multi-line data joined by newlines); comments, ``event:``, ``id:``
+    and ``retry:`` fields are skipped."""
+    data: list[str] = []
+    size = 0
+    async for line in answer.aiter_lines():
+        line = line.rstrip("\r")
+        if not line:
+            if data:
+                yield "\n".join(data)
+            data, size = [], 0
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            value = value.removeprefix(" ")
+            size += len(value)
+            if size > MAX_EVENT_CHARS:
+                raise A2AProtocolError("event", f"is larger than {MAX_EVENT_CHARS} characters", url=url)
+            data.append(value)
+    if data:
+        yield "\n".join(data)
+
+
+def _terminal(status: Any) -> bool:
+    state = status.get("state") if isinstance(status, dict) else None
+    try:
+        return wire.state_from_wire(state, "status.state") in wire.TERMINAL_STATES
+    except wire.WireError:
+        return False
+
+
+def _is_final(result: dict[str, Any]) -> bool:
+    """Whether a streaming result ends the stream: a final status update (0.3 ``final``, 1.0 a terminal state), a
+    terminal Task, or a message."""
+    kind = result.get("kind")
+    if kind == "status-update":
+        return result.get("final") is True
+    if kind == "task":
+        return _terminal(result.get("status"))
+    if kind == "message" or (kind is None and isinstance(result.get("message"), dict)):
+        return True
+    for key in ("statusUpdate", "task"):
+        if kind is None and isinstance(result.get(key), dict):
+            return result[key].get("final") is True or _terminal(result[key].get("status"))
+    return False
 
 
 class A2AClient:
@@ -296,6 +357,95 @@ class A2AClient:
         result = await self._call("message/send", "SendMessage",
                                   {"message": message.to_wire(dialect), "configuration": config})
         return self._task(result, unwrap=True)
+
+    async def stream(self, content: Any, *, context_id: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Send one user message with ``message/stream`` (1.0: ``SendStreamingMessage``) and yield each event's
+        ``result`` as the agent sends it, in the agent's dialect: the Task first, then status updates (0.3
+        ``{"kind": "status-update", ..., "final"}``, 1.0 ``{"statusUpdate": {...}}``) and artifact updates; it ends
+        after the final update (a terminal state). A JSON-RPC error (as a JSON answer or an event) raises
+        ``A2ARpcError``; an answer that is not an event stream, an event that is not a JSON-RPC response for this
+        request, or a stream that stops before its final update raises ``A2AProtocolError``. Wrap it in
+        ``contextlib.aclosing`` to stop early: leaving the stream does not cancel the task."""
+        await self._ready()
+        dialect: wire.Dialect = "1.0" if self.protocol == "1.0" else "0.3"
+        message = wire.WireMessage(uuid.uuid4().hex, "user", _to_parts(content), context_id=context_id)
+        async for result in self._stream_call("message/stream", "SendStreamingMessage",
+                                              {"message": message.to_wire(dialect)}):
+            yield result
+
+    async def _stream_call(self, method_03: str, method_10: str,
+                           params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        import httpx2
+
+        await self._ready()
+        method = method_03 if self.protocol == "0.3" else method_10
+        req_id = uuid.uuid4().hex
+        body = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}
+        headers = {"Accept": "text/event-stream"}
+        if self.protocol == "1.0":
+            headers["A2A-Version"] = "1.0"
+        url = self.rpc_url
+        # the agent sends a keepalive comment every 15 s, so a longer read timeout only waits out a dead agent
+        timeout = httpx2.Timeout(self._timeout, read=max(self._timeout, 60.0))
+        connected = False
+        try:
+            async with self._client().stream("POST", url, json=body, headers=headers, timeout=timeout) as answer:
+                connected = True
+                content_type = answer.headers.get("content-type", "")
+                if "json" in content_type:   # an error found before the stream started
+                    await answer.aread()
+                    result = self._rpc_reply(answer, method, req_id)
+                    raise A2AProtocolError("response", f"{method} must answer an event stream (text/event-stream),"
+                                                       f" got one JSON result: {str(result)[:200]}", url=url)
+                if answer.status_code >= 400:
+                    raise A2AError(f"{url} answered HTTP {answer.status_code} to {method}")
+                if not content_type.startswith("text/event-stream"):
+                    raise A2AProtocolError("response", f"{method} must answer an event stream (text/event-stream),"
+                                                       f" got Content-Type {content_type or 'none'!r}", url=url)
+                async with contextlib.aclosing(_sse_data(answer, url)) as events:
+                    async for data in events:
+                        try:
+                            reply = json.loads(data)
+                        except ValueError:
+                            raise A2AProtocolError("event.data", "is not JSON", url=url) from None
+                        result = self._check_reply(reply, method, req_id, where="event")
+                        if not isinstance(result, dict):
+                            raise A2AProtocolError("event.result", "must be an object", url=url)
+                        yield result
+                        if _is_final(result):
+                            return
+                raise A2AProtocolError("stream", "ended before the final update (a terminal state)", url=url)
+        except httpx2.TimeoutException as exc:
+            raise A2AError(f"{url} {'stopped sending events' if connected else 'did not answer in time'} "
+                           f"({type(exc).__name__})", hint="is the agent overloaded or stuck?") from None
+        except httpx2.TransportError as exc:
+            if connected:
+                raise A2AError(f"the event stream from {url} broke: {exc}",
+                               hint="is the agent still running?") from None
+            raise A2AError(f"cannot reach {url}: {exc}", hint="is the agent running at that address?") from None
+
+    def _rpc_reply(self, answer: Any, method: str, req_id: str) -> Any:
+        try:
+            reply = answer.json()
+        except ValueError:
+            raise A2AProtocolError("response", "is not JSON", url=self.rpc_url or "") from None
+        return self._check_reply(reply, method, req_id, where="response")
+
+    def _check_reply(self, reply: Any, method: str, req_id: str, *, where: str) -> Any:
+        url = self.rpc_url or ""
+        if not isinstance(reply, dict):
+            raise A2AProtocolError(where, "must be a JSON-RPC object", url=url)
+        if reply.get("error") is not None:
+            err = reply["error"]
+            if not isinstance(err, dict) or not isinstance(err.get("code"), int):
+                raise A2AProtocolError(f"{where}.error.code", "is missing", url=url)
+            raise A2ARpcError(err["code"], str(err.get("message", "")), err.get("data"))
+        if reply.get("id") != req_id:
+            raise A2AProtocolError(f"{where}.id", f"is {reply.get('id')!r}, not the {method} request's id",
+                                   url=url)
+        if "result" not in reply:
+            raise A2AProtocolError(f"{where}.result", "is missing (and there is no error)", url=url)
+        return reply["result"]
 
     async def get_task(self, task_id: str, *, history_length: int | None = None) -> A2ATask:
         params: dict[str, Any] = {"id": task_id}

@@ -3,8 +3,11 @@
 Routes:
     GET  /.well-known/agent-card.json, /.well-known/agent.json   the agent card
     GET  /health                                                  {"status": "ok"}
-    POST /a2a (and /)                                             JSON-RPC: message/send, tasks/get, tasks/cancel
-                                                                  (0.3) and SendMessage, GetTask, CancelTask (1.0)
+    POST /a2a (and /)                                             JSON-RPC: message/send, tasks/get, tasks/cancel,
+                                                                  message/stream, tasks/resubscribe (0.3) and
+                                                                  SendMessage, GetTask, CancelTask,
+                                                                  SendStreamingMessage, SubscribeToTask (1.0);
+                                                                  the streaming ones answer SSE (streaming.py)
     POST|GET /ext/agent-config                                    agent-config/v1 set / get
     POST|GET /ext/mcp-config                                      mcp-config/v1 add / list
     POST|GET /ext/skill-config                                    skill-config/v1 add / list
@@ -35,7 +38,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import wire
+from . import streaming, wire
 from .base import Agent
 from .peers import (
     PEER_TOOL_NAMES,
@@ -112,6 +115,7 @@ class TaskRecord:
         self.log = TrajectoryLog(task_id, context_id)
         self.runner: asyncio.Task | None = None
         self.done = asyncio.Event()
+        self.updates = streaming.UpdateFanout()   # open streams (message/stream, tasks/resubscribe)
 
     @property
     def terminal(self) -> bool:
@@ -121,19 +125,20 @@ class TaskRecord:
         self.state = state
         self.status_message = message
         self.timestamp = _now()
+        self.updates.publish(streaming.StatusUpdate(state, message, self.timestamp))
+
+    def add_artifact(self, artifact_id: str, parts: list) -> None:
+        self.artifacts.append((artifact_id, parts))
+        self.updates.publish(streaming.ArtifactUpdate(artifact_id, parts))
 
     def to_wire(self, dialect: wire.Dialect, history_length: int | None = None) -> dict[str, Any]:
-        status: dict[str, Any] = {"state": wire.state_to_wire(self.state, dialect), "timestamp": self.timestamp}
-        if self.status_message is not None:
-            status["message"] = self.status_message.to_wire(dialect)
+        status = streaming.status_to_wire(self.state, self.status_message, self.timestamp, dialect)
         history = self.history if history_length is None else self.history[len(self.history) - history_length:] \
             if history_length else []
         out: dict[str, Any] = {"id": self.id, "contextId": self.context_id, "status": status,
                                "history": [m.to_wire(dialect) for m in history]}
         if self.artifacts:
-            out["artifacts"] = [{"artifactId": aid, "name": "response",
-                                 "parts": [wire.part_to_wire(p, dialect) for p in parts]}
-                                for aid, parts in self.artifacts]
+            out["artifacts"] = [streaming.artifact_to_wire(aid, parts, dialect) for aid, parts in self.artifacts]
         if self.metadata:
             out["metadata"] = self.metadata
         if dialect == "0.3":
@@ -244,13 +249,14 @@ class AgentRuntime:
             "defaultInputModes": list(agent.input_modes),
             "defaultOutputModes": list(agent.output_modes),
             "skills": skills,
-            "capabilities": {"streaming": False, "pushNotifications": False, "stateTransitionHistory": False,
+            "capabilities": {"streaming": True, "pushNotifications": False, "stateTransitionHistory": False,
                              "extensions": extensions},
         }
 
     # --- JSON-RPC ---------------------------------------------------------------------------------------
 
-    async def rpc(self, body: Any) -> dict[str, Any]:
+    async def rpc(self, body: Any) -> dict[str, Any] | streaming.EventStream:
+        """A JSON-RPC response, or for a streaming method that started, the ``EventStream`` to serve as SSE."""
         if isinstance(body, list):
             return _rpc_error(None, wire.INVALID_REQUEST, "Invalid Request: batch requests are not supported")
         if not isinstance(body, dict):
@@ -270,14 +276,16 @@ class AgentRuntime:
             dialect, op = "0.3", wire.METHODS_03[method]
         elif method in wire.METHODS_10:
             dialect, op = "1.0", wire.METHODS_10[method]
-        elif method in ("message/stream", "SendStreamingMessage", "tasks/resubscribe", "SubscribeToTask"):
-            return _rpc_error(req_id, wire.UNSUPPORTED_OPERATION, f"{method} is not supported: this agent does not "
-                              "stream; use message/send (or SendMessage) and poll tasks/get")
+        elif method in streaming.METHODS:
+            dialect, op = streaming.METHODS[method]
         else:
             return _rpc_error(req_id, wire.METHOD_NOT_FOUND, f"Method not found: {method!r}", field="method")
         try:
             if op == "send":
                 result = await self._send(wire.send_params_from_wire(body.get("params"), dialect), dialect)
+            elif op == "stream":
+                params = wire.send_params_from_wire(body.get("params"), dialect)
+                return streaming.EventStream(req_id, self._start(params), dialect, params.history_length)
             else:
                 task_id, history_length = wire.task_id_from_wire(body.get("params"))
                 record = self.tasks.get(task_id)
@@ -288,12 +296,36 @@ class AgentRuntime:
                         return _rpc_error(req_id, wire.TASK_NOT_CANCELABLE,
                                           f"Task cannot be canceled: it is already {record.state}")
                     self._cancel(record)
+                elif op == "subscribe":
+                    if record.terminal:
+                        return _rpc_error(req_id, wire.UNSUPPORTED_OPERATION,
+                                          f"Task {task_id!r} is already {record.state}: there are no updates to "
+                                          "subscribe to; read it with tasks/get (or GetTask)")
+                    return streaming.EventStream(req_id, record, dialect, history_length)
                 result = record.to_wire(dialect, history_length)
         except wire.WireError as e:
             return _rpc_error(req_id, wire.INVALID_PARAMS, f"Invalid params: {e}", field=e.path)
         return {"jsonrpc": "2.0", "id": req_id, "result": result}
 
     async def _send(self, params: wire.SendParams, dialect: wire.Dialect) -> dict[str, Any]:
+        record = self._start(params)
+        if params.blocking:
+            await record.done.wait()
+        else:
+            # A quick task answers in the reply to message/send itself, sparing the client a poll; a slow one
+            # is reported as it stands after this short grace, as non-blocking asks.
+            for _ in range(8):  # an agent with no I/O to wait on is done within a few turns of the loop
+                if record.done.is_set():
+                    break
+                await asyncio.sleep(0)
+            if not record.done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(record.done.wait()), NONBLOCKING_GRACE_S)
+        task = record.to_wire(dialect, params.history_length)
+        return task if dialect == "0.3" else {"task": task}
+
+    def _start(self, params: wire.SendParams) -> TaskRecord:
+        """Create the task for a user message and schedule its run (which starts at the next await)."""
         message = params.message
         if message.task_id is not None:
             existing = self.tasks.get(message.task_id)
@@ -315,20 +347,7 @@ class AgentRuntime:
         record.runner = runner
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
-        if params.blocking:
-            await record.done.wait()
-        else:
-            # A quick task answers in the reply to message/send itself, sparing the client a poll; a slow one
-            # is reported as it stands after this short grace, as non-blocking asks.
-            for _ in range(8):  # an agent with no I/O to wait on is done within a few turns of the loop
-                if record.done.is_set():
-                    break
-                await asyncio.sleep(0)
-            if not record.done.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(record.done.wait()), NONBLOCKING_GRACE_S)
-        task = record.to_wire(dialect, params.history_length)
-        return task if dialect == "0.3" else {"task": task}
+        return record
 
     def _remember(self, record: TaskRecord) -> None:
         self.tasks[record.id] = record
@@ -455,7 +474,7 @@ class AgentRuntime:
         message = self._agent_message(record, parts)
         record.history.append(message)
         if result.succeeded:
-            record.artifacts.append((uuid.uuid4().hex, list(result.parts)))
+            record.add_artifact(uuid.uuid4().hex, list(result.parts))
         record.log.seal(TrajectoryState.COMPLETED if result.succeeded else TrajectoryState.FAILED)
         record.set_state("completed" if result.succeeded else "failed", message)
 
@@ -654,14 +673,17 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
     async def health(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    async def rpc(request: Request) -> JSONResponse:
+    async def rpc(request: Request) -> Any:
         runtime.learn_own_base_url(request.scope)  # before any task is built: tasks get the peer tools' URL
         raw = await request.body()
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             return JSONResponse(_rpc_error(None, wire.PARSE_ERROR, "Parse error: the body is not valid JSON"))
-        return JSONResponse(await runtime.rpc(body))
+        answer = await runtime.rpc(body)
+        if isinstance(answer, streaming.EventStream):
+            return streaming.sse_response(answer)
+        return JSONResponse(answer)
 
     async def json_body(request: Request) -> dict:
         raw = await request.body()
