@@ -251,7 +251,8 @@ class PodmanSandboxProvider(SandboxProvider):
     """Sandboxes that are hardened Podman containers. See the module docstring for the defaults.
 
     Settings (`[sandbox.providers.podman]`): socket, podman, containers_conf, base_image, base_mirror,
-    pool_size (warm containers per image, default 2; 0 turns the pool off), read_only (default true),
+    pool_size (warm containers per image, default 2; 0 turns the pool off), pool_fill_after (how many
+    sandboxes of an image are asked for before the pool warms more, default 2), read_only (default true),
     pids (default 512), channel ("auto" | "socket" | "exec").
     """
 
@@ -265,7 +266,7 @@ class PodmanSandboxProvider(SandboxProvider):
         self.service = PodmanService(self.state_dir, self.config)
         self.root = Path(self.config.get("root") or (self.state_dir / "sandboxes" / "podman")).expanduser()
         self.project = hashlib.sha256(str(Path(self.state_dir).resolve()).encode()).hexdigest()[:12]
-        self.pool = WarmPool(self, int(self.config.get("pool_size", 2)))
+        self.pool = WarmPool(self, int(self.config.get("pool_size", 2)), int(self.config.get("pool_fill_after", 2)))
         self._channels: dict[str, Channel] = {}
         self._ready_done = False
         self._base_image: str | None = None

@@ -225,6 +225,11 @@ def test_warm_pool_hands_out_started_containers(provider_factory):
     async def go():
         first = await provider.create(spec(run_id="run-a"))
         image = first.meta["image"]
+        # one sandbox asked for (a one-shot command): nothing is warmed that exit would only remove
+        assert not provider.pool.filling(spec(), image) and provider.pool.ready_count(spec(), image) == 0
+        assert len(project_containers(provider.project)) == 1
+        second_cold = await provider.create(spec(run_id="run-a2"))  # the second: now the pool warms one
+        assert not second_cold.meta.get("acquired_at")
         for _ in range(300):  # the pool refills in the background
             if provider.pool.ready_count(spec(), image) == 1:
                 break
@@ -236,6 +241,7 @@ def test_warm_pool_hands_out_started_containers(provider_factory):
         listed = {r["sandbox_id"]: r for r in await provider.list()}
         assert listed[second.sandbox_id]["run_id"] == "run-b"
         await first.terminate()
+        await second_cold.terminate()
         await second.terminate()
         await provider.aclose()  # empties the pool
         return image
