@@ -373,6 +373,13 @@ class A2AClient:
                                               {"message": message.to_wire(dialect)}):
             yield result
 
+    async def resubscribe(self, task_id: str) -> AsyncIterator[dict[str, Any]]:
+        """Follow a running task with ``tasks/resubscribe`` (1.0: ``SubscribeToTask``): its Task as it stands,
+        then the updates :meth:`stream` would yield, to the final one. An unknown or ended task raises
+        ``A2ARpcError`` (-32001, -32004)."""
+        async for result in self._stream_call("tasks/resubscribe", "SubscribeToTask", {"id": task_id}):
+            yield result
+
     async def _stream_call(self, method_03: str, method_10: str,
                            params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         import httpx2

@@ -252,6 +252,58 @@ def test_resubscribe_to_a_running_task_gets_the_remaining_updates(dialect):
         assert _texts(last["status"]["message"]) == [f"released: {name}"]
 
 
+@pytest.mark.parametrize("protocol", ["0.3", "1.0"])
+def test_our_client_resubscribes_to_a_running_task(protocol):
+    agent = Gated()
+    name = f"client-resub-{protocol}"
+
+    async def go(base):
+        async with A2AClient(base, protocol=protocol) as client:
+            task = await client.send(name)
+            for _ in range(500):   # until the agent waits at its gate
+                task = await client.get_task(task.id)
+                if task.text == "step 1":
+                    break
+                await asyncio.sleep(0.01)
+            seen = []
+            async for result in client.resubscribe(task.id):
+                seen.append(result)
+                if len(seen) == 1:
+                    agent.gate(name).set()
+            with pytest.raises(A2ARpcError) as ended:
+                async for _ in client.resubscribe(task.id):
+                    pass
+            return task.id, seen, ended.value.code
+
+    with serving_agent(agent) as base:
+        task_id, seen, ended_code = run(go(base))
+    first = seen[0] if protocol == "0.3" else seen[0]["task"]
+    assert first["id"] == task_id
+    last = seen[-1] if protocol == "0.3" else seen[-1]["statusUpdate"]
+    assert last["status"]["state"] in ("completed", "TASK_STATE_COMPLETED")
+    assert _texts(last["status"]["message"]) == [f"released: {name}"]
+    assert ended_code == -32004
+
+
+def test_a_reader_that_falls_behind_loses_the_oldest_updates_never_the_last():
+    from agentenv_local.agents.streaming import StatusUpdate, UpdateFanout
+
+    fanout = UpdateFanout(maxsize=3)
+    slow = fanout.subscribe()
+    for i in range(10):
+        fanout.publish(StatusUpdate("working", None, f"t{i}"))
+    fanout.publish(StatusUpdate("completed", None, "t-end"))
+
+    async def drain():
+        return [await slow.next(1) for _ in range(3)]
+
+    kept = run(drain())
+    assert [u.timestamp for u in kept] == ["t8", "t9", "t-end"] and kept[-1].final
+    assert slow.dropped == 8
+    slow.close()
+    assert len(fanout) == 0
+
+
 def test_resubscribe_unknown_or_ended_task_is_an_error():
     with serving_agent(Plain()) as base:
         unknown_03, _ = _sse_post(base, "tasks/resubscribe", {"id": "nope"}, req_id=1)
