@@ -321,20 +321,7 @@ class A2AClient:
         answer = await self._send_http(self._client().post(self.rpc_url, json=body, headers=headers), self.rpc_url)
         if answer.status_code >= 400 and "json" not in answer.headers.get("content-type", ""):
             raise A2AError(f"{self.rpc_url} answered HTTP {answer.status_code} to {method}")
-        try:
-            reply = answer.json()
-        except ValueError:
-            raise A2AProtocolError("response", "is not JSON", url=self.rpc_url) from None
-        if not isinstance(reply, dict):
-            raise A2AProtocolError("response", "must be a JSON-RPC object", url=self.rpc_url)
-        if reply.get("error") is not None:
-            err = reply["error"]
-            if not isinstance(err, dict) or not isinstance(err.get("code"), int):
-                raise A2AProtocolError("error.code", "is missing", url=self.rpc_url)
-            raise A2ARpcError(err["code"], str(err.get("message", "")), err.get("data"))
-        if "result" not in reply:
-            raise A2AProtocolError("result", "is missing (and there is no error)", url=self.rpc_url)
-        return reply["result"]
+        return self._rpc_reply(answer, method, None, nested_under="")
 
     def _task(self, result: Any, *, unwrap: bool = False, timed_out: bool = False) -> A2ATask:
         if unwrap and self.protocol == "1.0" and isinstance(result, dict) and "task" in result:
@@ -431,27 +418,34 @@ class A2AClient:
                                hint="is the agent still running?") from None
             raise A2AError(f"cannot reach {url}: {exc}", hint="is the agent running at that address?") from None
 
-    def _rpc_reply(self, answer: Any, method: str, req_id: str) -> Any:
+    def _rpc_reply(self, answer: Any, method: str, req_id: str | None, *, nested_under: str | None = None) -> Any:
+        """The result of the JSON-RPC answer in ``answer`` (an HTTP response); see :meth:`_check_reply`."""
         try:
             reply = answer.json()
         except ValueError:
             raise A2AProtocolError("response", "is not JSON", url=self.rpc_url or "") from None
-        return self._check_reply(reply, method, req_id, where="response")
+        return self._check_reply(reply, method, req_id, where="response", nested_under=nested_under)
 
-    def _check_reply(self, reply: Any, method: str, req_id: str, *, where: str) -> Any:
+    def _check_reply(self, reply: Any, method: str, req_id: str | None, *, where: str,
+                     nested_under: str | None = None) -> Any:
+        """The ``result`` of one JSON-RPC reply (``where``: "response", or "event" in a stream); an error reply
+        raises A2ARpcError, a malformed one A2AProtocolError naming the field (under ``nested_under``, default
+        ``where``; "" for plain calls, as they have always named them). ``req_id`` None: the id is not checked."""
         url = self.rpc_url or ""
+        under = where if nested_under is None else nested_under
+        prefix = f"{under}." if under else ""
         if not isinstance(reply, dict):
             raise A2AProtocolError(where, "must be a JSON-RPC object", url=url)
         if reply.get("error") is not None:
             err = reply["error"]
             if not isinstance(err, dict) or not isinstance(err.get("code"), int):
-                raise A2AProtocolError(f"{where}.error.code", "is missing", url=url)
+                raise A2AProtocolError(f"{prefix}error.code", "is missing", url=url)
             raise A2ARpcError(err["code"], str(err.get("message", "")), err.get("data"))
-        if reply.get("id") != req_id:
-            raise A2AProtocolError(f"{where}.id", f"is {reply.get('id')!r}, not the {method} request's id",
+        if req_id is not None and reply.get("id") != req_id:
+            raise A2AProtocolError(f"{prefix}id", f"is {reply.get('id')!r}, not the {method} request's id",
                                    url=url)
         if "result" not in reply:
-            raise A2AProtocolError(f"{where}.result", "is missing (and there is no error)", url=url)
+            raise A2AProtocolError(f"{prefix}result", "is missing (and there is no error)", url=url)
         return reply["result"]
 
     async def get_task(self, task_id: str, *, history_length: int | None = None) -> A2ATask:

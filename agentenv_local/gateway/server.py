@@ -695,9 +695,9 @@ class Gateway:
         return answer
 
     async def advance_clock(self, seconds: float | str) -> dict:
-        """Move a frozen or stepped clock forward by ``seconds`` (or an ISO-8601 duration like ``"PT5M"``), then let the time
-        triggers that came due fire. Raises ClockError (an unarmed or wall clock, a bad amount). Answers the
-        clock's state."""
+        """Move a frozen or stepped clock forward by ``seconds`` (or an ISO-8601 duration like ``"PT5M"``), then
+        let the time triggers that came due fire. Raises ClockError (an unarmed or wall clock, a bad amount).
+        Answers the clock's state."""
         self.clock.advance(seconds)
         self._state_changed("clock")
         await self.engine.tick()
