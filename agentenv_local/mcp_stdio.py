@@ -44,6 +44,7 @@ async def answering_in_flight(read_stream: Any, write_stream: Any,
     to_server_send, to_server = anyio.create_memory_object_stream(100)
     from_server, from_server_recv = anyio.create_memory_object_stream(100)
     waiting: set[Any] = set()
+    flushed = anyio.Event()  # everything the server wrote has been handed to stdout's stream
 
     async def client_to_server() -> None:
         async with to_server_send:
@@ -61,6 +62,7 @@ async def answering_in_flight(read_stream: Any, write_stream: Any,
             async for item in from_server_recv:
                 waiting.discard(_id_of(item, request=False))
                 await write_stream.send(item)
+        flushed.set()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(client_to_server)
@@ -68,5 +70,7 @@ async def answering_in_flight(read_stream: Any, write_stream: Any,
         try:
             yield to_server, from_server
         finally:
-            await from_server.aclose()  # the server is done: what it wrote is flushed, then the pump ends
+            await from_server.aclose()  # the server is done: the pump passes on what it wrote, then ends
+            with anyio.move_on_after(5):  # the last answer can still be on its way to stdout: let it go out
+                await flushed.wait()
             tasks.cancel_scope.cancel()
