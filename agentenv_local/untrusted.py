@@ -1,0 +1,89 @@
+"""Parse JSON and TOML that came from outside (files a user wrote, request bodies) within bounds.
+
+Python's parsers fail on hostile input with errors that are not `ValueError` (a `RecursionError` on
+deep nesting) or with messages that name no file (a 5,000-digit number). Everything here raises one
+`UntrustedInputError` whose message says what was wrong and where, and also refuses what would break a
+later layer: nesting deeper than `max_depth`, strings holding lone surrogates (DuckDB and UTF-8 files
+cannot store them), and bodies over `max_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+DEFAULT_MAX_DEPTH = 64
+
+
+class UntrustedInputError(ValueError):
+    """Input refused: malformed, too deep, too large, or not storable as UTF-8."""
+
+
+def parse_json(raw: str | bytes, *, what: str = "JSON", max_depth: int = DEFAULT_MAX_DEPTH,
+               max_bytes: int | None = None) -> Any:
+    """`json.loads` that raises only `UntrustedInputError` and checks depth, size and surrogates."""
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise UntrustedInputError(f"{what} is {len(raw)} bytes, over the limit of {max_bytes}")
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)") from None
+    except UnicodeDecodeError as e:
+        raise UntrustedInputError(f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise UntrustedInputError(f"{what} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except ValueError as e:  # e.g. an integer literal past Python's digit limit
+        raise UntrustedInputError(f"{what} is not usable: {_first_clause(e)}") from None
+    check_shape(value, what=what, max_depth=max_depth)
+    return value
+
+
+def _first_clause(e: Exception) -> str:
+    # Python's digit-limit message ends in advice about sys.set_int_max_str_digits, which is not the user's fix.
+    return str(e).split(";")[0]
+
+
+def parse_toml(text: str, *, what: str = "TOML", max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
+    """`tomllib.loads` that raises only `UntrustedInputError` and checks depth and surrogates."""
+    import tomllib
+
+    try:
+        value = tomllib.loads(text)
+    except RecursionError:
+        raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UntrustedInputError(f"{what} is not valid TOML: {e}") from None
+    except ValueError as e:
+        raise UntrustedInputError(f"{what} is not usable: {_first_clause(e)}") from None
+    check_shape(value, what=what, max_depth=max_depth)
+    return value
+
+
+def check_shape(value: Any, *, what: str = "input", max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Refuse nesting deeper than `max_depth` and strings (values or keys) that are not valid UTF-8.
+
+    Iterative, so a value that Python could build but not recurse through is still checked."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, what)
+        elif isinstance(item, dict | list | tuple):
+            if depth > max_depth:
+                raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if isinstance(key, str):
+                        _check_text(key, what)
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UntrustedInputError(
+            f"{what} holds a string that is not valid Unicode (a lone surrogate such as \\ud800): "
+            f"{text[:40].encode('utf-8', 'backslashreplace').decode()!r}") from None
