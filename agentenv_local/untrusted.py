@@ -10,6 +10,7 @@ cannot store them), and bodies over `max_bytes`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 DEFAULT_MAX_DEPTH = 64
@@ -33,7 +34,7 @@ def parse_json(raw: str | bytes, *, what: str = "JSON", max_depth: int = DEFAULT
     except json.JSONDecodeError as e:
         raise UntrustedInputError(f"{what} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
     except ValueError as e:  # e.g. an integer literal past Python's digit limit
-        raise UntrustedInputError(f"{what} is not usable: {_first_clause(e)}") from None
+        raise UntrustedInputError(f"{what} is not usable: {_first_clause(e)}{_long_number_line(raw)}") from None
     check_shape(value, what=what, max_depth=max_depth)
     return value
 
@@ -41,6 +42,13 @@ def parse_json(raw: str | bytes, *, what: str = "JSON", max_depth: int = DEFAULT
 def _first_clause(e: Exception) -> str:
     # Python's digit-limit message ends in advice about sys.set_int_max_str_digits, which is not the user's fix.
     return str(e).split(";")[0]
+
+
+def _long_number_line(raw: str | bytes) -> str:
+    """' (line N)' of the first run of digits past Python's limit, to point at it; '' if none."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    m = re.search(r"\d{4300,}", text)
+    return f" (line {text.count(chr(10), 0, m.start()) + 1})" if m else ""
 
 
 def parse_toml(text: str, *, what: str = "TOML", max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
@@ -54,7 +62,7 @@ def parse_toml(text: str, *, what: str = "TOML", max_depth: int = DEFAULT_MAX_DE
     except tomllib.TOMLDecodeError as e:
         raise UntrustedInputError(f"{what} is not valid TOML: {e}") from None
     except ValueError as e:
-        raise UntrustedInputError(f"{what} is not usable: {_first_clause(e)}") from None
+        raise UntrustedInputError(f"{what} is not usable: {_first_clause(e)}{_long_number_line(text)}") from None
     check_shape(value, what=what, max_depth=max_depth)
     return value
 
