@@ -222,25 +222,38 @@ class Runner:
             if not running:
                 break
             finished, _ = await asyncio.wait(running.values(), return_when=asyncio.FIRST_COMPLETED)
-            for fut in finished:
-                step_id = next(sid for sid, f in running.items() if f is fut)
-                del running[step_id]
-                ok, error = fut.result()
-                step = task.step(step_id)
-                if ok or not step.fail_task_on_error:
+            # Take every finished step off `running` before acting on any: several can finish in one
+            # round, and a failure drains and clears `running` below.
+            failed: list[tuple[str, str | None]] = []
+            for step_id in [sid for sid, f in running.items() if f in finished]:
+                ok, error = running.pop(step_id).result()
+                if ok or not task.step(step_id).fail_task_on_error:
                     active.done[step_id] = "success" if ok else "failure"
-                    continue
-                anchor = step.retry_config.retry_from_step_id or step_id if step.retry_config else None
-                if anchor and retries.get(step_id, 0) < step.retry_config.max_retries:
-                    retries[step_id] = retries.get(step_id, 0) + 1
-                    await self._drain(active, running)
-                    running.clear()
-                    await self._roll_back(active, anchor, step_id, retries[step_id])
-                    continue
-                failure = f"step {step_id!r} failed: {error}"
+                else:
+                    failed.append((step_id, error))
+            if not failed:
+                continue
+            retryable = [(sid, self._retry_anchor(task.step(sid), retries)) for sid, _ in failed]
+            if all(anchor for _, anchor in retryable):
                 await self._drain(active, running)
                 running.clear()
+                for step_id, anchor in retryable:
+                    retries[step_id] = retries.get(step_id, 0) + 1
+                    await self._roll_back(active, str(anchor), step_id, retries[step_id])
+                continue
+            failures = [f"step {sid!r} failed: {error}" for sid, error in failed]
+            failures += await self._drain(active, running)
+            failure = "; ".join(failures)
+            running.clear()
         return failure
+
+    @staticmethod
+    def _retry_anchor(step: Any, retries: dict[str, int]) -> str | None:
+        """Where a failed step's retry_config restarts it, while it has retries left; else None."""
+        config = step.retry_config
+        if config is None or retries.get(step.id, 0) >= config.max_retries:
+            return None
+        return config.retry_from_step_id or step.id
 
     async def _run_step(self, active: ActiveRun, step, slots: asyncio.Semaphore) -> tuple[bool, str | None]:
         run_id = active.run_id
@@ -283,18 +296,23 @@ class Runner:
         steps[step_id] = {**steps.get(step_id, {}), "status": status, **fields}
         self.store.runs.update(run_id, {"steps": steps, "current_step": step_id if status == "running" else None})
 
-    async def _drain(self, active: ActiveRun, running: dict[str, asyncio.Task]) -> None:
+    async def _drain(self, active: ActiveRun, running: dict[str, asyncio.Task]) -> list[str]:
         """Let the steps still going finish, and keep what they did (a retry must not run a
-        step outside its span again just because it was finishing while another one failed)."""
+        step outside its span again just because it was finishing while another one failed).
+        Returns the failures of the ones that failed the task meanwhile."""
         if not running:
-            return
+            return []
         results = await asyncio.gather(*running.values(), return_exceptions=True)
+        failures = []
         for step_id, result in zip(running, results):
             if isinstance(result, BaseException):
                 continue
-            ok, _ = result
+            ok, error = result
             if ok or not active.task.step(step_id).fail_task_on_error:
                 active.done[step_id] = "success" if ok else "failure"
+            else:
+                failures.append(f"step {step_id!r} failed: {error}")
+        return failures
 
     async def _roll_back(self, active: ActiveRun, anchor: str, failed_step: str, attempt: int) -> None:
         """Undo the span from `anchor` on and run it again (retry_config)."""
