@@ -95,3 +95,31 @@ def _check_text(text: str, what: str) -> None:
         raise UntrustedInputError(
             f"{what} holds a string that is not valid Unicode (a lone surrogate such as \\ud800): "
             f"{text[:40].encode('utf-8', 'backslashreplace').decode()!r}") from None
+
+
+def read_file(path: Any, *, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file a user named, at most `max_bytes` (a FIFO or /dev/zero would never end).
+
+    Raises `UntrustedInputError` naming `what` for a missing, unreadable, special or oversized file."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
+    except OSError as e:
+        raise UntrustedInputError(f"{what}: cannot read it: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UntrustedInputError(f"{what}: is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise UntrustedInputError(f"{what}: not a regular file (a device, FIFO or socket)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise UntrustedInputError(f"{what}: cannot read it: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise UntrustedInputError(f"{what}: over the limit of {max_bytes} bytes")
+    return data
