@@ -28,7 +28,8 @@ def parse_json(raw: str | bytes, *, what: str = "JSON", max_depth: int = DEFAULT
     try:
         value = json.loads(raw)
     except RecursionError:
-        raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)") from None
+        raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)"
+                                  f"{_deep_line(raw, max_depth)}") from None
     except UnicodeDecodeError as e:
         raise UntrustedInputError(f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
@@ -42,6 +43,26 @@ def parse_json(raw: str | bytes, *, what: str = "JSON", max_depth: int = DEFAULT
 def _first_clause(e: Exception) -> str:
     # Python's digit-limit message ends in advice about sys.set_int_max_str_digits, which is not the user's fix.
     return str(e).split(";")[0]
+
+
+def _deep_line(raw: str | bytes, max_depth: int) -> str:
+    """' (line N)' where JSON text first nests past `max_depth`; '' if it cannot tell."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    depth, in_string, escaped, line = 0, False, False, 1
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        elif in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                return f" (line {line})"
+        elif ch in "]}":
+            depth -= 1
+    return ""
 
 
 def _long_number_line(raw: str | bytes) -> str:
@@ -70,30 +91,45 @@ def parse_toml(text: str, *, what: str = "TOML", max_depth: int = DEFAULT_MAX_DE
 def check_shape(value: Any, *, what: str = "input", max_depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Refuse nesting deeper than `max_depth` and strings (values or keys) that are not valid UTF-8.
 
-    Iterative, so a value that Python could build but not recurse through is still checked."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    Iterative, so a value that Python could build but not recurse through is still checked. Messages
+    name where the bad value is (`[0].sandbox_name`)."""
+    stack: list[tuple[Any, int, tuple]] = [(value, 1, ())]
     while stack:
-        item, depth = stack.pop()
+        item, depth, at = stack.pop()
         if isinstance(item, str):
-            _check_text(item, what)
+            _check_text(item, what, at)
         elif isinstance(item, dict | list | tuple):
             if depth > max_depth:
-                raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)")
+                raise UntrustedInputError(f"{what} is nested too deeply (the limit is {max_depth} levels)"
+                                          f"{_at(at)}")
             if isinstance(item, dict):
                 for key, child in item.items():
                     if isinstance(key, str):
-                        _check_text(key, what)
-                    stack.append((child, depth + 1))
+                        _check_text(key, what, at)
+                    stack.append((child, depth + 1, (*at, key)))
             else:
-                stack.extend((child, depth + 1) for child in item)
+                stack.extend((child, depth + 1, (*at, i)) for i, child in enumerate(item))
 
 
-def _check_text(text: str, what: str) -> None:
+def _at(at: tuple) -> str:
+    """' at [0].criteria[1].paths' for a path of keys and indexes ('' at the top)."""
+    if not at:
+        return ""
+    text = "".join(f"[{k}]" if isinstance(k, int) else f".{_safe(str(k))}" for k in at[:12])
+    return " at " + text.lstrip(".") + ("..." if len(at) > 12 else "")
+
+
+def _safe(text: str) -> str:
+    text = text.encode("utf-8", "backslashreplace").decode()
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _check_text(text: str, what: str, at: tuple = ()) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise UntrustedInputError(
-            f"{what} holds a string that is not valid Unicode (a lone surrogate such as \\ud800): "
+            f"{what} holds a string that is not valid Unicode (a lone surrogate such as \\ud800){_at(at)}: "
             f"{text[:40].encode('utf-8', 'backslashreplace').decode()!r}") from None
 
 

@@ -8,7 +8,7 @@ cycles, bad retry anchors. Nothing runs until a task validates.
 from __future__ import annotations
 
 import difflib
-import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,12 @@ import pydantic
 
 from agentenv_local.errors import ValidationError
 from agentenv_local.plugins import registry
+from agentenv_local.untrusted import (
+    UntrustedInputError,
+    check_shape,
+    parse_json,
+    read_file,
+)
 
 from .step import Step
 
@@ -69,26 +75,53 @@ def step_types() -> dict[str, type[Step]]:
     return registry().available("task_steps")
 
 
-def load_task_file(path: Path, task_id: str | None = None) -> Task:
+MAX_TASK_FILE_BYTES = 16 << 20  # a task is steps of configuration; 16 MB is far past any real one
+JSON_HINT = 'a task file is a JSON list of steps, each an object with at least "id" and "type"'
+
+
+def read_json_file(path: Path, where: str | None = None, *, hint: str = JSON_HINT,
+                   max_bytes: int = MAX_TASK_FILE_BYTES) -> Any:
+    """The JSON value in a file a user wrote, within bounds; a ValidationError naming the file otherwise."""
+    where = where or str(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise ValidationError(f"cannot read task file {path}: {exc.strerror}") from exc
+        raw = read_file(path, what=where, max_bytes=max_bytes)
+    except UntrustedInputError as exc:
+        raise ValidationError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})",
-                              hint="save the task file as UTF-8 JSON") from exc
+        raise ValidationError(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+                              hint="save the file as UTF-8") from None
+    return json_value(text, where, hint=hint)
+
+
+def json_value(text: str, where: str, *, hint: str = JSON_HINT) -> Any:
+    """`text` parsed as JSON within bounds (depth, numbers, lone surrogates); ValidationError naming `where`."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            hint="a task file is a JSON list of steps, each an object with at least \"id\" and \"type\"",
-        ) from exc
-    return parse_task(data, task_id or path.stem, source=str(path))
+        return parse_json(text, what=where)
+    except UntrustedInputError as exc:
+        msg = str(exc)
+        m = re.fullmatch(r".* is not valid JSON: (.*) \((line \d+, column \d+)\)", msg, re.DOTALL)
+        if m:  # "f.json: not valid JSON (line 3, column 12: Expecting value)", as before
+            raise ValidationError(f"{where}: not valid JSON ({m.group(2)}: {m.group(1)})", hint=hint) from None
+        raise ValidationError(refused(where, exc)) from None
+
+
+def refused(where: str, exc: UntrustedInputError) -> str:
+    """'f.json: nested too deeply ...' from 'f.json is nested too deeply ...'."""
+    return f"{where}: {str(exc).removeprefix(where + ' ').removeprefix('is ')}"
+
+
+def load_task_file(path: Path, task_id: str | None = None) -> Task:
+    return parse_task(read_json_file(path), task_id or path.stem, source=str(path))
 
 
 def parse_task(data: Any, task_id: str, source: str | None = None, version: int | None = None) -> Task:
     where = source or f"task {task_id}"
+    try:  # a stored or hand-built body was not parsed by us: check it as untrusted too
+        check_shape(data, what=where)
+    except UntrustedInputError as exc:
+        raise ValidationError(refused(where, exc)) from None
     description = ""
     if isinstance(data, dict) and "steps" in data:  # also accept {"steps": [...], "description": ...}
         description = str(data.get("description", ""))
@@ -101,7 +134,7 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
     problems: list[str] = []
     steps: list[Step] = []
     seen: set[str] = set()
-    every_id = [raw.get("id") for raw in data if isinstance(raw, dict) and isinstance(raw.get("id"), str)]
+    every_id: list[str] = [raw["id"] for raw in data if isinstance(raw, dict) and isinstance(raw.get("id"), str)]
     for index, raw in enumerate(data):
         label = f"step #{index + 1}"
         if not isinstance(raw, dict):

@@ -130,7 +130,7 @@ def test_task_files(tmp_path):
     assert "not UTF-8 text" in info.value.message
     with pytest.raises(ValidationError) as info:
         load_task_file(tmp_path / "missing.json")
-    assert "cannot read task file" in info.value.message
+    assert info.value.message.endswith("missing.json: cannot read it: No such file or directory")
     good = tmp_path / "good.json"
     good.write_text('\ufeff[{"id": "a", "type": "deploy_sandbox", "sandbox_name": "s"}]', encoding="utf-8")
     assert load_task_file(good).id == "good"
