@@ -80,8 +80,9 @@ def app_relative(path: str) -> str | None:
 
 
 def contained_path(root: Path, rel: str, sandbox_id: str) -> Path:
-    """`rel` under the host folder `root`, refusing a `..` or a symlink that leads out of it (a symlink
-    made inside a sandbox must never lead the host elsewhere)."""
+    """`rel` under the host folder `root`, refusing a `..` or a symlink that leads out of it. Only for
+    what the sandbox's own commands use (a working directory); the host reads and writes files with
+    the helpers below, which never follow a link."""
     import os
 
     from agentenv_local.errors import StepError
@@ -94,30 +95,43 @@ def contained_path(root: Path, rel: str, sandbox_id: str) -> Path:
     return Path(target)
 
 
-async def write_host_file(target: Path, data: bytes, path: str, sandbox_id: str) -> None:
-    """Write a sandbox file that lives in a host folder (the process sandbox, podman's /app)."""
+# Host-side file access into a sandbox's folder (the process sandbox's, podman's /app bind mount): the
+# sandbox controls that folder and may swap a directory for a link at any moment, so every component is
+# opened no-follow relative to its parent (see agentenv_local.nofollow).
+async def write_host_file(root: Path, rel: str, data: bytes, path: str, sandbox_id: str,
+                          owner: tuple[int, int] | None = None) -> None:
+    """Write a sandbox file that lives in a host folder; `owner` (uid, gid) for what is created."""
     import asyncio
 
-    from agentenv_local.errors import StepError
+    from agentenv_local import nofollow
 
-    if target.is_dir():
-        raise StepError(f"cannot write {path!r} in sandbox {sandbox_id}: it is a directory")
-
-    def write() -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(bytes(data))
-
-    await asyncio.to_thread(write)
+    await asyncio.to_thread(nofollow.write_file, root, rel, bytes(data), path=path, where=f"sandbox {sandbox_id}",
+                            owner=owner)
 
 
-async def read_host_file(target: Path, path: str, sandbox_id: str) -> bytes:
+async def read_host_file(root: Path, rel: str, path: str, sandbox_id: str) -> bytes:
     import asyncio
 
-    from agentenv_local.errors import NotFoundError
+    from agentenv_local import nofollow
 
-    if not target.is_file():
-        raise NotFoundError(f"no file {path!r} in sandbox {sandbox_id}")
-    return await asyncio.to_thread(target.read_bytes)
+    return await asyncio.to_thread(nofollow.read_file, root, rel, path=path, where=f"sandbox {sandbox_id}")
+
+
+def host_kind(root: Path, rel: str, path: str, sandbox_id: str) -> str | None:
+    """"dir", "file" (not a folder) or None, without following links."""
+    from agentenv_local import nofollow
+
+    return nofollow.kind(root, rel, path=path, where=f"sandbox {sandbox_id}")
+
+
+async def list_host_files(root: Path, rel: str, path: str, sandbox_id: str,
+                          skip_top: frozenset[str] = frozenset()) -> list[str]:
+    import asyncio
+
+    from agentenv_local import nofollow
+
+    return await asyncio.to_thread(nofollow.list_files, root, rel, path=path, where=f"sandbox {sandbox_id}",
+                                   skip_top=skip_top)
 
 
 class Sandbox(abc.ABC):

@@ -8,8 +8,11 @@ process.
 
 Commands run as you, on the host, with the host's network: there is no isolation at all
 (`isolation = "none"`). `/app` in argv, in `bash -c` scripts and in env values is rewritten to
-the folder's path (so the folder's path should contain no shell-special characters; the default
-one never does). Every command starts in its own process group and carries
+the folder's path. A shell reads that text, so the path must be one plain word: when the real one
+has a space, a quote, `$` or the like (a project folder named so), commands see it through a link
+with a plain name, `$TMPDIR/agentenv-<uid>/<hash>/<id>` (one link per sandboxes folder, in a private
+folder of yours). The host itself
+reads and writes the folder's files without following any link in it. Every command starts in its own process group and carries
 `AGENTENV_SANDBOX=<id>` in its environment, which is how `terminate()` finds what the sandbox
 left running, even from another process.
 """
@@ -30,11 +33,14 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from agentenv_local import nofollow
 from agentenv_local.errors import NotFoundError, StepError
 from agentenv_local.procs import run_process
 from agentenv_local.sandbox_api import (
     app_relative,
     contained_path,
+    host_kind,
+    list_host_files,
     read_host_file,
     write_host_file,
 )
@@ -51,9 +57,44 @@ SANDBOX_ID_RE = re.compile(r"^process-[0-9a-f]{12}$")
 _APP_RE = re.compile(r"(?<![\w./~-])/app(?![\w.-])")
 
 
+# What a shell reads as one plain word, with nothing to expand or split.
+_PLAIN_RE = re.compile(r"^[A-Za-z0-9_./@%+=:,-]+$")
+
+
 def rewrite_app_paths(text: str, root: str) -> str:
-    """Replace every `/app` path prefix in `text` by the sandbox folder `root`."""
+    """Replace every `/app` path prefix in `text` by the sandbox folder `root` (a plain word, see
+    `plain_path`: the result is pasted into shell scripts)."""
+    if not _PLAIN_RE.match(root):
+        raise StepError(f"sandbox folder {root!r} is not a plain path; refusing to paste it into a command")
     return _APP_RE.sub(lambda _m: root, text)
+
+
+def plain_path(folder: Path) -> Path:
+    """`folder` itself when a shell reads its path as one plain word; else a link to it with a plain
+    name, in a private folder of ours under $TMPDIR (or /tmp)."""
+    if _PLAIN_RE.match(str(folder)):
+        return folder
+    import hashlib
+    import tempfile
+
+    base = Path(tempfile.gettempdir())
+    if not _PLAIN_RE.match(str(base)):
+        base = Path("/tmp")
+    links = base / f"agentenv-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        links.mkdir(mode=0o700)
+    st = os.lstat(links)
+    if not os.path.isdir(links) or os.path.islink(links) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise StepError(f"cannot make a plain-named link to the sandbox folder {folder}: {links} is not a "
+                        "private folder of yours",
+                        hint="remove it, or set [sandbox.providers.process] root to a folder whose path has no "
+                             "spaces, quotes or shell characters")
+    link = links / hashlib.sha256(os.fsencode(folder)).hexdigest()[:16]
+    if not (link.is_symlink() and os.readlink(link) == str(folder)):
+        tmp = links / f".{link.name}.{secrets.token_hex(4)}"
+        os.symlink(folder, tmp)
+        os.replace(tmp, link)
+    return link
 
 
 def host_env() -> dict[str, str]:
@@ -150,8 +191,8 @@ class ProcessSandbox(Sandbox):
         return {str(p): f"http://127.0.0.1:{p}" for p in self.spec.exposed_ports}
 
     # -- paths ------------------------------------------------------------------------------
-    def host_path(self, path: str) -> Path:
-        """The host path for a sandbox path (`/app/x` or relative `x`); refuses anything outside."""
+    def relative(self, path: str) -> str:
+        """A sandbox path (`/app/x` or relative `x`) relative to the folder; refuses anything outside."""
         rel = app_relative(path)
         if rel is None:
             raise StepError(
@@ -159,20 +200,25 @@ class ProcessSandbox(Sandbox):
                 f"(its work folder {self.root})",
                 hint="use a path under /app, or a relative one",
             )
-        return contained_path(self.root, rel, self.sandbox_id)
+        return rel
+
+    def host_path(self, path: str) -> Path:
+        """The host path for a sandbox path, links resolved (only for a command's working directory)."""
+        return contained_path(self.root, self.relative(path), self.sandbox_id)
+
+    def _is_meta(self, path: str, rel: str) -> bool:
+        return nofollow.parts_of(rel, path, f"sandbox {self.sandbox_id}") == [META_FILE]
 
     def _require_alive(self) -> None:
         if not self.root.is_dir():
             raise NotFoundError(f"sandbox {self.sandbox_id} is gone (its folder {self.root} no longer exists)")
 
-    def _is_meta(self, target: Path) -> bool:
-        return target == Path(os.path.realpath(self.root)) / META_FILE
-
     # -- commands ---------------------------------------------------------------------------
     async def exec(self, command: str | list[str], *, timeout: float | None = 120.0,
                    env: dict[str, str] | None = None, cwd: str = APP) -> ExecResult:
         self._require_alive()
-        root = str(self.root)
+        # through a plain-named link to the sandboxes folder when its real path is not one plain word
+        root = str(await asyncio.to_thread(plain_path, self.root.parent) / self.root.name)
         if isinstance(command, str):
             argv = ["bash", "-c", rewrite_app_paths(command, root)]
         else:
@@ -191,42 +237,29 @@ class ProcessSandbox(Sandbox):
     # -- files ------------------------------------------------------------------------------
     async def write_file(self, path: str, data: bytes) -> None:
         self._require_alive()
-        target = self.host_path(path)
-        if self._is_meta(target):
+        rel = self.relative(path)
+        if self._is_meta(path, rel):
             raise StepError(f"{path!r} is reserved for the sandbox's own metadata")
-        await write_host_file(target, data, path, self.sandbox_id)
+        await write_host_file(self.root, rel, data, path, self.sandbox_id)
 
     async def read_file(self, path: str) -> bytes:
         self._require_alive()
-        target = self.host_path(path)
-        return await read_host_file(target, path, self.sandbox_id)
+        return await read_host_file(self.root, self.relative(path), path, self.sandbox_id)
 
     async def exists(self, path: str, kind: Literal["any", "file", "dir"] = "any") -> bool:
         self._require_alive()
-        target = self.host_path(path)
-        if kind == "file":
-            return target.is_file() and not self._is_meta(target)
-        if kind == "dir":
-            return target.is_dir()
-        return target.exists() and not self._is_meta(target)
+        rel = self.relative(path)
+        found = await asyncio.to_thread(host_kind, self.root, rel, path, self.sandbox_id)
+        if found == "file" and self._is_meta(path, rel):
+            return False
+        return found is not None if kind == "any" else found == kind
 
     async def list_files(self, path: str) -> list[str]:
         self._require_alive()
-        base = self.host_path(path)
-        if not base.is_dir():
-            return []
-
-        def walk() -> list[str]:
-            found = []
-            for folder, _dirs, files in os.walk(base):
-                for name in files:
-                    full = Path(folder) / name
-                    if self._is_meta(full):
-                        continue
-                    found.append(full.relative_to(base).as_posix())
-            return sorted(found)
-
-        return await asyncio.to_thread(walk)
+        rel = self.relative(path)
+        at_root = not nofollow.parts_of(rel, path, f"sandbox {self.sandbox_id}")
+        return await list_host_files(self.root, rel, path, self.sandbox_id,
+                                     skip_top=frozenset({META_FILE}) if at_root else frozenset())
 
     # -- lifecycle --------------------------------------------------------------------------
     async def terminate(self) -> None:

@@ -4,9 +4,14 @@ Isolation defaults (all settable per step or in `[sandbox.providers.podman]`):
 - network `none` (no interface but its own loopback) unless the step exposes ports or sets
   network_policy `allow_all`; an `allowlist` is refused, since plain Podman cannot enforce one;
 - read-only root filesystem with tmpfs on /tmp and /run, and `/app` a writable folder bind-mounted
-  from `<state_dir>/sandboxes/podman/<id>/app` (so files move in and out without a copy into the
-  container);
-- every capability dropped, no-new-privileges, an init process, cpu / memory / pids limits.
+  `nosuid,nodev` from `<state_dir>/sandboxes/podman/<id>/app` (so files move in and out without a copy
+  into the container); the host reads and writes that folder without following any link in it (the
+  container may swap a folder for a link at any moment: see agentenv_local/nofollow.py);
+- every capability dropped, no-new-privileges, an init process, cpu / memory / pids limits (the CPU
+  quota is read back from the container's cgroup: a limit that is not applied refuses the sandbox);
+- rootful Podman: a user namespace (`userns`, default "auto"), so the container's root is an unprivileged
+  uid on this machine (USERNS_BASE and up) and a setuid file it leaves in /app is not root's. Where
+  user namespaces do not work the container runs without one, and the provider says so once.
 
 A `vm`-mode sandbox runs our exec agent as its main process, listening on a unix socket in a second
 bind-mounted folder: commands go over that socket (see channel.py). A `container`-mode sandbox boots its
@@ -20,6 +25,7 @@ sandbox from the warm pool went to; `prune()` uses both to find what a dead run 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import hashlib
 import json
@@ -36,7 +42,8 @@ from typing import Any, ClassVar, Literal
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 from agentenv_local.sandbox_api import (
     app_relative,
-    contained_path,
+    host_kind,
+    list_host_files,
     read_host_file,
     write_host_file,
 )
@@ -64,6 +71,10 @@ DEFAULT_PIDS = 512
 # slirp4netns with allow_host_loopback shows the host's 127.0.0.1 at this address inside the container.
 HOST_LOOPBACK = "10.0.2.2"
 HOST_ACCESS_NETWORK = ("slirp4netns", {"slirp4netns": ["allow_host_loopback=true"]})
+# Rootful Podman maps the container's uids 0..65535 to these host uids (far above any real account).
+USERNS_BASE = 1_000_000_000
+USERNS_SIZE = 65536
+CPU_PERIOD_US = 100_000
 
 
 # -- who made a container ------------------------------------------------------------------
@@ -96,6 +107,33 @@ def owner_alive(token: str | None) -> bool:
     except PermissionError:
         return True
     return started in ("?", _start_time(pid))
+
+
+def cgroup_cpu_limit(pid: int) -> float | None:
+    """The CPUs the cgroup of process `pid` may use (0.0: no limit), or None when it cannot be read."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        try:
+            if not controllers:  # cgroups v2
+                quota, period = Path(f"/sys/fs/cgroup{path}/cpu.max").read_text().split()
+                return 0.0 if quota == "max" else int(quota) / int(period)
+            if "cpu" in controllers.split(","):  # cgroups v1: cpu alone, or mounted as cpu,cpuacct
+                for mount in (controllers, "cpu", "cpu,cpuacct"):
+                    folder = Path(f"/sys/fs/cgroup/{mount}{path}")
+                    if (folder / "cpu.cfs_quota_us").is_file():
+                        quota_us = int((folder / "cpu.cfs_quota_us").read_text())
+                        return 0.0 if quota_us < 0 else quota_us / int((folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+class CpuNotEnforced(StepError):
+    """The container runs without the CPU quota asked for."""
 
 
 def _read_json(path: Path) -> dict | None:
@@ -137,10 +175,11 @@ class PodmanSandbox(Sandbox):
         return HOST_LOOPBACK if self.spec.host_access else None
 
     # -- paths ------------------------------------------------------------------------------
-    def _app_host_path(self, path: str) -> Path | None:
-        """The host path of a path under /app (the bind-mounted folder); None for other paths."""
-        rel = app_relative(path)
-        return None if rel is None else contained_path(self.app_dir, rel, self.sandbox_id)
+    @property
+    def app_owner(self) -> tuple[int, int] | None:
+        """Who owns what the host makes in /app: the container's root (mapped), else whoever we are."""
+        owner = self.meta.get("app_owner")
+        return (int(owner[0]), int(owner[1])) if isinstance(owner, list) and len(owner) == 2 else None
 
     def _require_alive(self) -> None:
         if not self.app_dir.is_dir():
@@ -190,48 +229,41 @@ class PodmanSandbox(Sandbox):
     # -- files ------------------------------------------------------------------------------
     async def write_file(self, path: str, data: bytes) -> None:
         self._require_alive()
-        target = self._app_host_path(path)
-        if target is None:
+        rel = app_relative(path)
+        if rel is None:
             reply = await self._request("write", path=path, data=encode(bytes(data)))
             if "error" in reply:
                 raise StepError(f"cannot write {path!r} in sandbox {self.sandbox_id}: {reply['error']}")
             return
-        await write_host_file(target, data, path, self.sandbox_id)
+        await write_host_file(self.app_dir, rel, data, path, self.sandbox_id, owner=self.app_owner)
 
     async def read_file(self, path: str) -> bytes:
         self._require_alive()
-        target = self._app_host_path(path)
-        if target is None:
+        rel = app_relative(path)
+        if rel is None:
             reply = await self._request("read", path=path)
             if "error" in reply:
                 if reply.get("errno") in ("ENOENT", "EISDIR"):
                     raise NotFoundError(f"no file {path!r} in sandbox {self.sandbox_id}")
                 raise StepError(f"cannot read {path!r} in sandbox {self.sandbox_id}: {reply['error']}")
             return decode(reply.get("data"))
-        return await read_host_file(target, path, self.sandbox_id)
+        return await read_host_file(self.app_dir, rel, path, self.sandbox_id)
 
     async def exists(self, path: str, kind: Literal["any", "file", "dir"] = "any") -> bool:
         self._require_alive()
-        target = self._app_host_path(path)
-        if target is None:
+        rel = app_relative(path)
+        if rel is None:
             found = (await self._request("stat", path=path)).get("kind")
         else:
-            found = "dir" if target.is_dir() else "file" if target.is_file() else None
+            found = await asyncio.to_thread(host_kind, self.app_dir, rel, path, self.sandbox_id)
         return found is not None if kind == "any" else found == kind
 
     async def list_files(self, path: str) -> list[str]:
         self._require_alive()
-        base = self._app_host_path(path)
-        if base is None:
+        rel = app_relative(path)
+        if rel is None:
             return list((await self._request("list", path=path)).get("files") or [])
-        if not base.is_dir():
-            return []
-
-        def walk() -> list[str]:
-            return sorted((Path(folder) / name).relative_to(base).as_posix()
-                          for folder, _dirs, files in os.walk(base) for name in files)
-
-        return await asyncio.to_thread(walk)
+        return await list_host_files(self.app_dir, rel, path, self.sandbox_id)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def logs(self, tail: int = 200) -> str:
@@ -253,7 +285,8 @@ class PodmanSandboxProvider(SandboxProvider):
     Settings (`[sandbox.providers.podman]`): socket, podman, containers_conf, base_image, base_mirror,
     pool_size (warm containers per image, default 2; 0 turns the pool off), pool_fill_after (how many
     sandboxes of an image are asked for before the pool warms more, default 2), read_only (default true),
-    pids (default 512), channel ("auto" | "socket" | "exec").
+    pids (default 512), channel ("auto" | "socket" | "exec"), userns ("auto": a user namespace under
+    rootful Podman; "host": none), userns_base (the first host uid of that namespace, default 1e9).
     """
 
     name: ClassVar[str] = "podman"
@@ -271,6 +304,7 @@ class PodmanSandboxProvider(SandboxProvider):
         self._ready_done = False
         self._base_image: str | None = None
         self._known_images: set[str] = set()
+        self._userns_failed: str | None = None  # why user namespaces do not work here, once found out
         self.on_progress: Callable[[str], None] | None = None
 
     # -- availability and setup -------------------------------------------------------------
@@ -303,10 +337,11 @@ class PodmanSandboxProvider(SandboxProvider):
 
     def image_for(self, spec: SandboxSpec) -> str:
         """The image a spec runs: its own (which must be local), else the base image."""
-        ref = spec.image or self._base_image
-        if ref in self._known_images:  # checked once per provider: a `podman image exists` costs ~40 ms
-            return ref
+        known = spec.image or self._base_image
+        if known is not None and known in self._known_images:  # a `podman image exists` costs ~40 ms
+            return known
         if spec.image:
+            ref = spec.image
             if not images.exists(spec.image, self.config):
                 raise NotFoundError(
                     f"image {spec.image!r} is not in Podman's local storage (nothing is pulled from a registry)",
@@ -355,17 +390,18 @@ class PodmanSandboxProvider(SandboxProvider):
         folder = self.root / sandbox_id
         (folder / "app").mkdir(parents=True)
         (folder / "ctl").mkdir()
+        os.chmod(folder, 0o700)  # nothing a container leaves in /app is reachable by other users here
         now = time.time()
         socket_channel = self.use_socket_channel(spec)
-        meta = {"sandbox_id": sandbox_id, "container": sandbox_id, "sandbox_type": self.name,
+        meta: dict[str, Any] = {"sandbox_id": sandbox_id, "container": sandbox_id, "sandbox_type": self.name,
                 "status": "pooled" if pooled else "starting", "image": image, "run_id": spec.run_id,
                 "created_at": now, "expires_at": now + spec.ttl_seconds, "owner": owner_token(),
                 "channel": "socket" if socket_channel else "exec", "spec": spec.model_dump(mode="json")}
         _write_json(folder / "meta.json", meta)
         try:
-            ports = await asyncio.to_thread(self._create_and_start, sandbox_id, spec, image, folder, socket_channel,
-                                            pooled)
-            meta["ports"] = ports
+            ports, owner = await asyncio.to_thread(self._create_and_start, sandbox_id, spec, image, folder,
+                                                   socket_channel, pooled)
+            meta["ports"], meta["app_owner"] = ports, list(owner) if owner else None
             sandbox = PodmanSandbox(self, sandbox_id, spec, meta)
             if socket_channel:
                 await self._await_agent(sandbox)
@@ -378,18 +414,50 @@ class PodmanSandboxProvider(SandboxProvider):
             await asyncio.shield(self.remove(sandbox_id))
             raise
 
+    def _userns(self) -> tuple[int, int] | None:
+        """The host uid/gid of the container's root when it gets a user namespace of ours, else None
+        (rootless Podman: the container already runs in your own user namespace)."""
+        if self.config.get("userns", "auto") == "host" or self._userns_failed or os.geteuid() != 0:
+            return None
+        base = int(self.config.get("userns_base", USERNS_BASE))
+        return base, base
+
     def _create_and_start(self, sandbox_id: str, spec: SandboxSpec, image: str, folder: Path, socket_channel: bool,
-                          pooled: bool) -> dict[str, str]:
+                          pooled: bool) -> tuple[dict[str, str], tuple[int, int] | None]:
+        owner = self._userns()
+        try:
+            return self._create_and_start_as(owner, sandbox_id, spec, image, folder, socket_channel, pooled), owner
+        except StepError as exc:
+            if owner is None or isinstance(exc, CpuNotEnforced):
+                raise
+            with contextlib.suppress(Exception):
+                self.ready().containers.get(sandbox_id).remove(force=True)
+            # Without a user namespace it may still run: then this machine cannot map uids; say so once.
+            ports = self._create_and_start_as(None, sandbox_id, spec, image, folder, socket_channel, pooled)
+            self._userns_failed = exc.message
+            self._say(f"podman: user namespaces do not work here ({exc.message}); containers run without one "
+                      "(capabilities dropped, no-new-privileges, /app nosuid); set userns = \"host\" to silence this")
+            return ports, None
+
+    def _create_and_start_as(self, owner: tuple[int, int] | None, sandbox_id: str, spec: SandboxSpec, image: str,
+                             folder: Path, socket_channel: bool, pooled: bool) -> dict[str, str]:
         client = self.ready()
         labels = {L_PROJECT: self.project, L_SANDBOX: sandbox_id, L_NAME: spec.name, L_RUN: spec.run_id or "",
                   L_OWNER: owner_token(), L_POOL: "1" if pooled else "", **spec.labels}
-        mounts = [{"type": "bind", "source": str(folder / "app"), "target": APP}]
+        # nosuid,nodev: a setuid file or a device node the container makes in /app means nothing here
+        binds = {str(folder / "app"): APP, **({str(folder / "ctl"): CTL} if spec.mode == "vm" else {})}
+        volumes = {src: {"bind": dst, "extended_mode": ["rw", "nosuid", "nodev"]} for src, dst in binds.items()}
+        kwargs: dict[str, Any] = {}
+        for src in binds:
+            os.chown(src, *(owner or (os.getuid(), os.getgid())))
+        if owner is not None:
+            idmap = [{"container_id": 0, "host_id": owner[0], "size": USERNS_SIZE}]
+            kwargs.update(userns_mode="private", idmappings={"UIDMap": idmap, "GIDMap": idmap})
+        mounts = []
         read_only = bool(self.config.get("read_only", True))
         if read_only:  # a read-only root still needs somewhere to put temporary files
             mounts += [{"type": "tmpfs", "source": "tmpfs", "target": t} for t in ("/tmp", "/var/tmp", "/run")]
-        kwargs: dict[str, Any] = {}
         if spec.mode == "vm":
-            mounts.append({"type": "bind", "source": str(folder / "ctl"), "target": CTL})
             kwargs["command"] = (agent_argv(listen=f"{CTL}/{AGENT_SOCKET}") if socket_channel
                                  else ["sleep", "2147483647"])
         elif spec.command:
@@ -401,18 +469,27 @@ class PodmanSandboxProvider(SandboxProvider):
             kwargs["ports"] = {f"{p}/tcp": ("127.0.0.1", 0) for p in spec.exposed_ports}  # 0: any free port
         try:
             container = client.containers.create(
-                image, name=sandbox_id, labels=labels, mounts=mounts, network_mode=network, init=True,
-                stop_timeout=1, read_only=read_only, cap_drop=["ALL"],
+                image, name=sandbox_id, labels=labels, mounts=mounts, volumes=volumes, network_mode=network,
+                init=True, stop_timeout=1, read_only=read_only, cap_drop=["ALL"],
                 no_new_privileges=True, mem_limit=f"{spec.memory_mb}m",
-                nano_cpus=int(spec.cpu * 1e9), pids_limit=int(spec.pids or self.config.get("pids", DEFAULT_PIDS)),
+                # podman-py ignores nano_cpus: the quota must be given as quota/period
+                cpu_period=CPU_PERIOD_US, cpu_quota=max(1000, round(spec.cpu * CPU_PERIOD_US)),
+                pids_limit=int(spec.pids or self.config.get("pids", DEFAULT_PIDS)),
                 environment=dict(spec.env_vars), working_dir=APP, **kwargs)
             container.start()
+            container.reload()
         except Exception as exc:
             raise StepError(f"podman could not start a container from {image}: {_api_message(exc)}",
                             hint="see `podman info`; for a bad image, `podman run --rm -it IMAGE`") from exc
+        pid = ((container.attrs or {}).get("State") or {}).get("Pid") or 0
+        applied = cgroup_cpu_limit(int(pid)) if pid else None
+        if applied is not None and applied <= 0:  # asked for, not enforced: refuse rather than pretend
+            raise CpuNotEnforced(f"sandbox {sandbox_id}: podman did not apply the CPU limit ({spec.cpu} CPUs): the "
+                            "container's cgroup has no CPU quota",
+                            hint="check `podman info` (cgroup manager, rootless cgroups v1 cannot limit CPU), "
+                                 "or use a machine with cgroups v2")
         if not spec.exposed_ports:
             return {}
-        container.reload()
         bound = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
         ports = {}
         for port in spec.exposed_ports:
@@ -552,7 +629,7 @@ class PodmanSandboxProvider(SandboxProvider):
         removed = await self.remove(sandbox_id)
         return live and removed
 
-    def prune(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> list[dict]:
+    def prune(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> builtins.list[dict]:
         """Remove what dead runs and dead processes left behind, and nothing else.
 
         A container goes when: it is in the warm pool (or still starting) and the process that made it
