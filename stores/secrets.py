@@ -8,9 +8,7 @@ name the secret and the file, never the value.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
 import sys
 import threading
@@ -112,25 +110,29 @@ class SecretStore:
 
 
 def _parse_json(path: Path, text: str) -> object:
+    from agentenv_local.untrusted import UntrustedInputError, parse_json
+
     try:
-        return json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        # The message names the position only (never the text around it: it may hold a secret).
-        raise ConfigError(f"cannot parse the secrets file {path}: line {exc.lineno}, column {exc.colno}: {exc.msg}",
+        return parse_json(text, what="it") if text.strip() else {}
+    except UntrustedInputError as exc:
+        raise ConfigError(f"cannot parse the secrets file {path}: {_no_values(exc)}",
                           hint="the file must be one JSON object of name -> string") from None
 
 
 def _parse_toml(path: Path, text: str) -> object:
-    import tomllib
+    from agentenv_local.untrusted import UntrustedInputError, parse_toml
 
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"line {m.group(1)}, column {m.group(2)}" if m else "position unknown"
-        msg = re.sub(r"\s*\(at .*\)$", "", str(exc))
-        raise ConfigError(f"cannot parse the secrets file {path}: {where}: {msg}",
+        return parse_toml(text, what="it")
+    except UntrustedInputError as exc:
+        raise ConfigError(f"cannot parse the secrets file {path}: {_no_values(exc)}",
                           hint='the file must be flat TOML: NAME = "value" lines') from None
+
+
+def _no_values(exc: Exception) -> str:
+    # The message names the position only, never the text there: it may hold a secret.
+    msg = str(exc)
+    return msg.split(":", 1)[0] if "not valid Unicode" in msg else msg
 
 
 def _flat(path: Path, data: object) -> dict[str, str]:
