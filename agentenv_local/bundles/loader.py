@@ -8,14 +8,20 @@ Bare names in task steps (artifact ids) resolve to the bundle's own entities fir
 from __future__ import annotations
 
 import difflib
-import json
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentenv_local.artifacts import read_folder
 from agentenv_local.errors import ValidationError
+from agentenv_local.inputs import (
+    MAX_TASK_FILE_BYTES,
+    id_problem,
+    json_value,
+    refused,
+    shorten,
+)
+from agentenv_local.untrusted import UntrustedInputError, parse_toml, read_file
 
 from .discovery import KINDS, describe
 
@@ -77,6 +83,7 @@ class Bundle:
     envs: dict[str, EnvEntry] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)  # kinds present but not handled yet
+    follow_external_links: bool = False  # read symlinks that lead out of the bundle (the user said so)
 
 
 def id_root_for(path: Path, package: str | None = None) -> str:
@@ -89,11 +96,19 @@ def id_root_for(path: Path, package: str | None = None) -> str:
     return "@local/" + text.lstrip("/")
 
 
-def load_bundle(path: Path, package: str | None = None) -> Bundle:
+def load_bundle(path: Path, package: str | None = None, *, follow_external_links: bool = False) -> Bundle:
     path = Path(path).resolve()
+    shown = str(path).encode("utf-8", "backslashreplace").decode()
+    if shown != str(path):
+        raise ValidationError(f"{shown}: the folder's path is not valid UTF-8 (it becomes the bundle's ids)",
+                              hint="rename the folder, or copy the bundle to a folder with a UTF-8 name")
     if not path.is_dir():
         raise ValidationError(f"{path}: not a folder")
-    problems: list[str] = []
+    problems: list[str] = _bad_names(path)
+    if problems:
+        raise ValidationError(f"bundle {path}: {len(problems)} problem(s); nothing was written or run",
+                              problems=problems[:20] + ([f"... and {len(problems) - 20} more"]
+                                                        if len(problems) > 20 else []))
     present = [k for k in KINDS if (path / k).is_dir()]
     stray = []
     for entry in sorted(path.iterdir()):
@@ -113,7 +128,7 @@ def load_bundle(path: Path, package: str | None = None) -> Bundle:
         raise ValidationError(f"{path}: not a bundle: it has none of {', '.join(k + '/' for k in KINDS)}",
                               problems=problems)
     bundle = Bundle(path=path, name=path.name, id_root=id_root_for(path, package), description=describe(path),
-                    ignored=stray)
+                    ignored=stray, follow_external_links=follow_external_links)
     for kind in NOT_YET:
         if (path / kind).is_dir() and any(not p.name.startswith(".") for p in (path / kind).iterdir()):
             bundle.deferred.append(kind)
@@ -128,12 +143,55 @@ def load_bundle(path: Path, package: str | None = None) -> Bundle:
     return bundle
 
 
-def _read_text(path: Path, where: str, problems: list[str]) -> str | None:
+MAX_TOML_BYTES = 1 << 20  # artifact.toml and evals/*.toml hold a few keys
+MAX_EVAL_TASKS = 10_000  # an eval names each task once; more is a generated mistake
+
+
+def _read_text(path: Path, where: str, problems: list[str], max_bytes: int = MAX_TOML_BYTES) -> str | None:
     """A file's UTF-8 text, or None with the reason added to `problems`."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_file(path, what=where, max_bytes=max_bytes).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         problems.append(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8")
+    except UntrustedInputError as exc:
+        problems.append(str(exc))
+    return None
+
+
+def _read_toml(path: Path, where: str, problems: list[str]) -> dict | None:
+    """A bundle TOML file's table, or None with the reason added to `problems`."""
+    text = _read_text(path, where, problems)
+    if text is None:
+        return None
+    try:
+        return parse_toml(text, what=where)
+    except UntrustedInputError as exc:
+        problems.append(refused(where, exc))
+        return None
+
+
+def _bad_names(root: Path) -> list[str]:
+    """Files or folders under `root` whose names are not valid UTF-8 (ids, messages and the store need text)."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in dirs + files:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                rel = os.path.relpath(os.path.join(folder, name), root)
+                out.append(f"{rel.encode('utf-8', 'backslashreplace').decode()}: the name is not valid UTF-8; "
+                           "rename it")
+    return out
+
+
+def _folder_files(bundle: Bundle, folder: Path, where: str, problems: list[str]) -> dict[str, bytes] | None:
+    """A folder's files (links that leave the bundle, special files refused), or None with the problems added."""
+    try:
+        return read_folder(folder, within=bundle.path, follow_external_links=bundle.follow_external_links,
+                           where=where)
+    except ValidationError as exc:
+        problems += exc.problems or [exc.message]
     except OSError as exc:
         problems.append(f"{where}: cannot read it: {exc.strerror or exc}")
     return None
@@ -152,20 +210,25 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             continue
         settings: dict = {}
         toml_path = entry / "artifact.toml"
-        if toml_path.is_file():
-            text = _read_text(toml_path, f"{where}/artifact.toml", problems)
-            if text is None:
+        if toml_path.exists() or toml_path.is_symlink():
+            read = _read_toml(toml_path, f"{where}/artifact.toml", problems)
+            if read is None:
                 continue
-            try:
-                settings = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                problems.append(f"{where}/artifact.toml: not valid TOML: {exc}")
-                continue
+            settings = read
             unknown = set(settings) - {"type", "id", "description"}
             if unknown:
                 problems.append(f"{where}/artifact.toml: unknown key(s) {', '.join(sorted(unknown))}; "
                                 "valid: type, id, description")
-        files = {rel: data for rel, data in read_folder(entry).items() if rel != "artifact.toml"}
+            wrong = [f"'{k}' must be a string{' starting with @local/' if k == 'id' else ''}, "
+                     f"got {type(settings[k]).__name__}"
+                     for k in ("type", "id", "description") if k in settings and not isinstance(settings[k], str)]
+            if wrong:
+                problems += [f"{where}/artifact.toml: {w}" for w in wrong]
+                continue
+        found = _folder_files(bundle, entry, where, problems)
+        if found is None:
+            continue
+        files = {rel: data for rel, data in found.items() if rel != "artifact.toml"}
         if "SKILL.md" in files:
             problems.append(f"{where}: this looks like a skill (it has SKILL.md); put it under skills/{entry.name}/")
             continue
@@ -173,9 +236,10 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             problems.append(f"{where}: empty artifact folder")
             continue
         artifact_id = settings.get("id") or f"{bundle.id_root}/{entry.name}"
-        if "id" in settings and not (isinstance(artifact_id, str) and artifact_id.startswith("@local/")):
-            problems.append(f"{where}/artifact.toml: 'id' must be a string starting with @local/, "
-                            f"got {settings['id']!r}")
+        why = id_problem(artifact_id)
+        if "id" in settings and (not artifact_id.startswith("@local/") or why):
+            problems.append(f"{where}/artifact.toml: 'id' must be a string starting with @local/"
+                            f"{f' ({why})' if why else ''}, got {shorten(settings['id'])}")
             continue
         kind = settings.get("type")
         if kind not in (None, "file", "file_artifact_universe"):
@@ -210,11 +274,10 @@ def _load_skills(bundle: Bundle, problems: list[str]) -> None:
         if not entry.is_dir():
             problems.append(f"{where}: each skill is a folder (skills/<name>/ with SKILL.md at its root)")
             continue
-        try:
-            files = read_folder(entry)
-        except OSError as exc:
-            problems.append(f"{where}: cannot read it: {exc.strerror or exc}")
+        found = _folder_files(bundle, entry, where, problems)
+        if found is None:
             continue
+        files = found
         if not files:
             problems.append(f"{where}: empty skill folder (it needs SKILL.md at its root)")
             continue
@@ -236,7 +299,10 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
     folder = bundle.path / "envs"
     if not folder.is_dir():
         return
-    from agentenv_local.environments import MultiEnv, load_env_folder  # pydantic models: only when needed
+    from agentenv_local.environments import (  # pydantic models: only when needed
+        MultiEnv,
+        load_env_folder,
+    )
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(".") or entry.name == "__pycache__":
             continue
@@ -248,7 +314,11 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
         except ValidationError as exc:
             problems += exc.problems or [exc.message]
             continue
-        files = {} if isinstance(env, MultiEnv) or env.url or env.image else read_folder(entry)
+        found = {} if isinstance(env, MultiEnv) or env.url or env.image else _folder_files(
+            bundle, entry, f"envs/{entry.name}", problems)
+        if found is None:
+            continue
+        files = found
         bundle.envs[entry.name] = EnvEntry(entry.name, declared or f"{bundle.id_root}/{entry.name}", env, files)
     for entry in bundle.envs.values():  # a multi env names the bundle's other envs by folder name
         if isinstance(entry.env, MultiEnv):
@@ -273,13 +343,13 @@ def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
         if entry.suffix != ".json" or not entry.is_file():
             problems.append(f"{where}: tasks are JSON files (tasks/<name>.json)")
             continue
-        text = _read_text(entry, where, problems)
+        text = _read_text(entry, where, problems, MAX_TASK_FILE_BYTES)
         if text is None:
             continue
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+            data = json_value(text, where)
+        except ValidationError as exc:
+            problems.append(exc.message)
             continue
         description = ""
         if isinstance(data, dict) and "steps" in data:
@@ -298,20 +368,17 @@ def _load_evals(bundle: Bundle, problems: list[str]) -> None:
     folder = bundle.path / "evals"
     if not folder.is_dir():
         return
+    tasks_dir = bundle.path / "tasks"
+    task_files = {p.stem for p in tasks_dir.iterdir() if p.suffix == ".json"} if tasks_dir.is_dir() else set()
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
         where = f"evals/{entry.name}"
-        if entry.suffix != ".toml":
+        if entry.suffix != ".toml" or entry.is_dir():
             problems.append(f"{where}: evals are TOML files (evals/<name>.toml with tasks = [...])")
             continue
-        text = _read_text(entry, where, problems)
-        if text is None:
-            continue
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            problems.append(f"{where}: not valid TOML: {exc}")
+        data = _read_toml(entry, where, problems)
+        if data is None:
             continue
         unknown = set(data) - {"tasks", "type", "id", "description"}
         if unknown:
@@ -320,16 +387,31 @@ def _load_evals(bundle: Bundle, problems: list[str]) -> None:
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
             problems.append(f"{where}: 'tasks' must be a non-empty list of task names")
             continue
-        # a task whose file exists but is broken has its own problem listed already
-        missing = [t for t in tasks if t not in bundle.tasks and not (bundle.path / "tasks" / f"{t}.json").is_file()]
+        if len(tasks) > MAX_EVAL_TASKS:
+            problems.append(f"{where}: 'tasks' lists {len(tasks)} tasks, over the limit of {MAX_EVAL_TASKS}")
+            continue
+        # Names of tasks/<name>.json only (never paths); a task whose file exists but is broken has its
+        # own problem listed already.
+        missing = list(dict.fromkeys(t for t in tasks if t not in task_files))
         if missing:
-            problems.append(f"{where}: unknown task(s) {', '.join(missing)}; tasks here: {', '.join(bundle.tasks) or 'none'}")
+            problems.append(f"{where}: unknown task(s) {_some(missing)} in 'tasks'; tasks here: "
+                            f"{_some(sorted(task_files)) or 'none'} (name them as in tasks/<name>.json)")
             continue
         eval_id = data.get("id") or f"{bundle.id_root}/{entry.stem}"
-        if not isinstance(eval_id, str):
-            problems.append(f"{where}: 'id' must be a string, got {eval_id!r}")
+        why = id_problem(eval_id) if isinstance(eval_id, str) else None
+        if not isinstance(eval_id, str) or why:
+            problems.append(f"{where}: 'id' must be a string{f' ({why})' if why else ''}, got {shorten(eval_id)}")
             continue
-        bundle.evals[entry.stem] = EvalEntry(entry.stem, eval_id, entry, tasks)
+        if not isinstance(data.get("description", ""), str):
+            problems.append(f"{where}: 'description' must be a string")
+            continue
+        bundle.evals[entry.stem] = EvalEntry(entry.stem, eval_id, entry, list(dict.fromkeys(tasks)))
+
+
+def _some(names: list[str], n: int = 10) -> str:
+    """The first `n` names, comma-separated, and how many more (a generated list can be huge)."""
+    shown = ", ".join(shorten(x, 60, quote=False) for x in names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:

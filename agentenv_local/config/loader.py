@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from agentenv_local.config.masking import MASK, is_secret_key, mask_value, url_u
 from agentenv_local.config.refs import Ref, parse_ref
 from agentenv_local.errors import ConfigError
 from agentenv_local.paths import ProjectPaths, find_state_dir
+from agentenv_local.untrusted import UntrustedInputError, parse_toml
 
 Path_ = tuple[str, ...]
 
@@ -55,10 +58,14 @@ def _dotted(path: Path_) -> str:
 def _fmt(path: Path_, value: Any) -> str:
     """A value for an error message: secrets masked, TOML-ish spelling."""
     shown = mask_value(path, value)
+    if isinstance(shown, float) and not math.isfinite(shown):
+        return str(shown)  # TOML spells them inf and nan (JSON's Infinity would confuse)
     try:
-        return json.dumps(shown, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(shown)
+        text = json.dumps(shown, default=str, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError):  # a lone surrogate, or an integer past Python's digit limit
+        text = repr(type(shown).__name__)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _kind(value: Any) -> str:
@@ -109,36 +116,72 @@ def discover(state_dir: Path, environ: Mapping[str, str]) -> Path | None:
     if named:
         path = Path(named).expanduser()
         path = path if path.is_absolute() else Path.cwd() / path
-        if not path.is_file():
-            what = "a directory" if path.is_dir() else "a missing file"
-            raise ConfigError(f"AGENTENV_CONFIG points to {what}: {path}",
+        problem = _not_a_config_file(path)
+        if problem:
+            raise ConfigError(f"AGENTENV_CONFIG points to {problem}: {path}",
                               hint="fix the path in AGENTENV_CONFIG, or unset it to use .agentenv/config.toml")
         return path.resolve()
     candidate = state_dir / "config.toml"
-    return candidate if candidate.is_file() else None
+    problem = _not_a_config_file(candidate)
+    if problem == "a missing file":
+        return None
+    if problem:
+        raise ConfigError(f"the config file {candidate} is {problem}",
+                          hint=f"replace it with a TOML file, or move it aside: mv {candidate} {candidate}.bak")
+    return candidate
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KB; more is a mistake (or /dev/zero)
+
+
+def _not_a_config_file(path: Path) -> str | None:
+    """Why `path` cannot be the config file (None if it is a regular file)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "a missing file"
+    except OSError as exc:
+        return f"a path that cannot be checked ({exc.strerror or exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                else "a special file")
+        return f"{kind}, not a regular file"
+    if st.st_size > MAX_CONFIG_BYTES:
+        return f"a file of {st.st_size} bytes, over the limit of {MAX_CONFIG_BYTES} for a config file"
+    return None
 
 
 def read_toml(path: Path) -> dict:
-    import tomllib
-
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}",
+                          hint="check that the file exists and that you may read it") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"the config file {path} is over the limit of {MAX_CONFIG_BYTES} bytes",
+                          hint="a config file is a few lines of TOML; check that it is the right file")
     try:
         text = raw.decode("utf-8-sig")  # a UTF-8 BOM is tolerated
     except UnicodeDecodeError as exc:
         raise ConfigError(f"the config file {path} is not UTF-8 text (bad byte at offset {exc.start})",
                           hint="save it as UTF-8") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text, what=f"the config file {path}")
+    except UntrustedInputError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        where = f"line {m.group(1)}, column {m.group(2)}" if m else "at the end of the file"
-        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$", "", msg)
-        raise ConfigError(f"cannot parse {path}: {where}: {reason}",
-                          hint="fix the TOML syntax there (https://toml.io), then run `agentenv config show`") from None
+        if m or "not valid TOML" in msg:  # a syntax error: say where, as tomllib does
+            where = f"line {m.group(1)}, column {m.group(2)}" if m else "at the end of the file"
+            reason = msg.split(" is not valid TOML: ", 1)[-1]
+            reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$", "", reason)
+            raise ConfigError(f"cannot parse {path}: {where}: {reason}",
+                              hint="fix the TOML syntax there (https://toml.io), then run `agentenv config show`") from None
+        raise ConfigError(msg,
+                          hint="fix that value, then run `agentenv config show`") from None
 
 
 # --- checking one layer against the schema ---------------------------------------------------

@@ -19,7 +19,6 @@ A folder's files are stored with it as a file-bundle artifact, so an env version
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -125,10 +124,15 @@ def load_env_folder(folder: Path) -> tuple[McpServerEnv | MultiEnv, dict, str | 
     if not toml_path.is_file():
         raise ValidationError(f"envs/{folder.name}: no env.toml",
                               hint='add env.toml with at least module = "server.py:ClassName"')
-    try:
-        raw = tomllib.loads(toml_path.read_text(encoding="utf-8-sig"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"{where}: not valid TOML: {exc}") from exc
+    from agentenv_local.inputs import refused
+    from agentenv_local.untrusted import UntrustedInputError, parse_toml, read_file
+
+    try:  # bounded: deep nesting, huge numbers, lone surrogates, a FIFO or a huge file are refused
+        raw = parse_toml(read_file(toml_path, what=where, max_bytes=1 << 20).decode("utf-8-sig"), what=where)
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except UntrustedInputError as exc:
+        raise ValidationError(refused(where, exc)) from None
     declared = raw.get("id")
     if declared is not None and (not isinstance(declared, str) or not declared.startswith("@local/")):
         raise ValidationError(f"{where}: 'id' must be a string starting with @local/")

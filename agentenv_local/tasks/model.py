@@ -8,7 +8,6 @@ cycles, bad retry anchors. Nothing runs until a task validates.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,9 @@ from typing import Any
 import pydantic
 
 from agentenv_local.errors import ValidationError
+from agentenv_local.inputs import id_problem, read_json_file, refused, shorten
 from agentenv_local.plugins import registry
-from agentenv_local.untrusted import (
-    UntrustedInputError,
-    check_shape,
-    parse_json,
-    read_file,
-)
+from agentenv_local.untrusted import UntrustedInputError, check_shape
 
 from .step import Step
 
@@ -75,43 +70,6 @@ def step_types() -> dict[str, type[Step]]:
     return registry().available("task_steps")
 
 
-MAX_TASK_FILE_BYTES = 16 << 20  # a task is steps of configuration; 16 MB is far past any real one
-JSON_HINT = 'a task file is a JSON list of steps, each an object with at least "id" and "type"'
-
-
-def read_json_file(path: Path, where: str | None = None, *, hint: str = JSON_HINT,
-                   max_bytes: int = MAX_TASK_FILE_BYTES) -> Any:
-    """The JSON value in a file a user wrote, within bounds; a ValidationError naming the file otherwise."""
-    where = where or str(path)
-    try:
-        raw = read_file(path, what=where, max_bytes=max_bytes)
-    except UntrustedInputError as exc:
-        raise ValidationError(str(exc)) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason})",
-                              hint="save the file as UTF-8") from None
-    return json_value(text, where, hint=hint)
-
-
-def json_value(text: str, where: str, *, hint: str = JSON_HINT) -> Any:
-    """`text` parsed as JSON within bounds (depth, numbers, lone surrogates); ValidationError naming `where`."""
-    try:
-        return parse_json(text, what=where)
-    except UntrustedInputError as exc:
-        msg = str(exc)
-        m = re.fullmatch(r".* is not valid JSON: (.*) \((line \d+, column \d+)\)", msg, re.DOTALL)
-        if m:  # "f.json: not valid JSON (line 3, column 12: Expecting value)", as before
-            raise ValidationError(f"{where}: not valid JSON ({m.group(2)}: {m.group(1)})", hint=hint) from None
-        raise ValidationError(refused(where, exc)) from None
-
-
-def refused(where: str, exc: UntrustedInputError) -> str:
-    """'f.json: nested too deeply ...' from 'f.json is nested too deeply ...'."""
-    return f"{where}: {str(exc).removeprefix(where + ' ').removeprefix('is ')}"
-
-
 def load_task_file(path: Path, task_id: str | None = None) -> Task:
     return parse_task(read_json_file(path), task_id or path.stem, source=str(path))
 
@@ -141,7 +99,9 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
             problems.append(f"{label}: must be an object, got {type(raw).__name__}")
             continue
         step_id = raw.get("id")
-        if isinstance(step_id, str) and step_id:
+        if isinstance(step_id, str) and step_id and (why := id_problem(step_id)):
+            problems.append(f"{label}: field 'id': {shorten(step_id)} cannot be a step id: {why}")
+        elif isinstance(step_id, str) and step_id:
             label = f"step {step_id!r}"
             if step_id in seen:
                 problems.append(f"{label}: duplicate step id (ids must be unique in a task)")

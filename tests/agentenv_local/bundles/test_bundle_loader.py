@@ -168,4 +168,4 @@ def test_broken_task_is_not_reported_again_by_its_eval(bundle):
     _, problems = problems_of(bundle.root)
     assert len(problems) == 2
     assert problems[0].startswith("tasks/a.json: step 'x': field 'type'")
-    assert problems[1].startswith("evals/e.toml: unknown task(s) ghost;")
+    assert problems[1].startswith("evals/e.toml: unknown task(s) ghost in 'tasks';")
