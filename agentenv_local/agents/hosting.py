@@ -83,6 +83,9 @@ async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
         agent = load_agent(spec, **config)
     except AgentenvError:
         raise
+    except SystemExit as exc:  # sys.exit() at import: it must fail the step, not stop the hub's loop
+        raise AgentStartError(f"agent {spec!r} exited while it was imported (sys.exit({exc.code!r}))",
+                              hint=f"run it on its own to see why: python -m agentenv_local.agents {spec}") from None
     except Exception as exc:  # noqa: BLE001 - a broken agent module: say which and why
         raise AgentStartError(f"cannot load agent {spec!r}: {type(exc).__name__}: {exc}") from exc
     sock = bind_socket("127.0.0.1", 0)

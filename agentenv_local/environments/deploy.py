@@ -416,11 +416,20 @@ class EnvManager:
         folder = self._materialize(inst, child_name, senv)
         if senv.module and (senv.run_as or "in_process") == "in_process":
             target = self._module_target(folder, senv.module)
+            alone = ("load it on its own to see why: python -m agentenv_local.env "
+                     f"{senv.module.rpartition(':')[0] or senv.module} (in the env's folder)")
             try:
-                env_obj = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: _load_with_env(target, senv.env_vars, folder))
+                env_obj = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(
+                    None, lambda: _load_with_env(target, senv.env_vars, folder)), self.ready_timeout)
+            except TimeoutError:  # the import never returns (a loop at import time); its thread is left
+                raise DeployError(f"{where}: loading {senv.module} did not finish within {self.ready_timeout:g}s",
+                                  hint=alone) from None
+            except SystemExit as e:  # sys.exit() at import: never let it reach (and stop) the hub's loop
+                raise DeployError(f"{where}: {senv.module} exited while it was imported (sys.exit({e.code!r}))",
+                                  hint=alone) from None
             except Exception as e:  # noqa: BLE001 - the author's import error, shown as it is
-                raise DeployError(f"{where}: cannot load {senv.module}: {type(e).__name__}: {e}") from None
+                raise DeployError(f"{where}: cannot load {senv.module}: {type(e).__name__}: {e}",
+                                  hint=alone) from None
             return env_obj, {"name": child_name, "kind": "in_process"}
         port = _free_port()
         if senv.module:

@@ -76,7 +76,26 @@ class McpServerEnv(BaseModel):
             raise ValueError(f"url must be an http(s) URL of an MCP endpoint, got {self.url!r}")
         if self.module and ":" not in self.module:
             raise ValueError(f"module must be 'file.py:Class' or 'package.module:Class', got {self.module!r}")
+        if self.module and (problem := module_problem(self.module)):
+            raise ValueError(f"module: {problem}")
         return self
+
+
+def module_problem(module: str) -> str | None:
+    """Why `module` would import code the stored env version does not pin (a file outside the env's
+    folder), or is no module at all; None when it is fine."""
+    ref = module.rpartition(":")[0]
+    if ref.endswith(".py") or any(c in ref for c in "/\\~"):
+        parts = ref.replace("\\", "/").split("/")
+        if ref.startswith(("/", "~")) or ".." in parts or (len(ref) > 1 and ref[1] == ":"):
+            return (f"{ref} is outside the env's folder, so the stored env version would not pin its code; "
+                    "put the file in the folder (module = \"server.py:Class\"), or install it as a package "
+                    "(module = \"package.module:Class\")")
+        if not ref.endswith(".py"):
+            return f"{ref} is neither a .py file in the env's folder nor a dotted package.module"
+    elif not all(part.isidentifier() for part in ref.split(".")):
+        return f"{ref!r} is neither a .py file in the env's folder nor a dotted package.module"
+    return None
 
 
 class MultiEnv(BaseModel):
