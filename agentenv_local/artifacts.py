@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +37,85 @@ def files_digest(files: dict[str, bytes], extra: dict | None = None) -> str:
     return h.hexdigest()
 
 
-def read_folder(folder: Path) -> dict[str, bytes]:
-    """Every regular file under `folder` (dot entries and __pycache__ skipped), by relative path."""
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
-            continue
-        if path.is_file():
-            out[rel.as_posix()] = path.read_bytes()
+# Never read, even through an allowed link: a FIFO would hang, /proc and /dev hold this machine's secrets.
+_NEVER_UNDER = ("/proc", "/dev", "/sys")
+FOLLOW_HINT = ("replace the link with a copy of the file; or, if you trust every link in the folder, pass "
+               "--follow-external-links (agentenv run, agentenv artifact put)")
+
+
+def name_problem(rel: str) -> str | None:
+    """Why a file name cannot be an artifact path (it is not valid UTF-8), or None."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(rel).decode("ascii", "backslashreplace")
+        return f"{shown}: the file name is not valid UTF-8; rename the file"
+    return None
+
+
+def read_folder(folder: Path, *, within: Path | None = None, follow_external_links: bool = False,
+                where: str | None = None) -> dict[str, bytes]:
+    """Every regular file under `folder` (dot entries and __pycache__ skipped), by relative path.
+
+    A symlink to a file is read only when it stays inside `within` (default: the folder itself), or with
+    `follow_external_links`; links into /proc, /dev or /sys and anything that is not a regular file (FIFOs,
+    sockets, devices) are never read; links to folders are not walked. Every refusal is collected and
+    raised at once (ValidationError naming each file).
+    """
+    folder = Path(folder)
+    where = where or str(folder)
+    boundary = os.path.realpath(within or folder)
+    out: dict[str, bytes] = {}
+    problems: list[str] = []
+    for parent, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = Path(parent) / name
+            rel = path.relative_to(folder).as_posix()
+            bad = name_problem(rel)
+            if bad:
+                problems.append(f"{where}/{bad}")
+                continue
+            try:
+                data = _read_one(path, boundary, follow_external_links)
+            except ValueError as exc:
+                problems.append(f"{where}/{rel}: {exc}")
+                continue
+            if data is not None:
+                out[rel] = data
+    if problems:
+        raise ValidationError(f"{where}: {len(problems)} file(s) cannot be stored", problems=problems,
+                              hint=FOLLOW_HINT if any("outside" in p for p in problems) else None)
     return out
+
+
+def _read_one(path: Path, boundary: str, follow_external: bool) -> bytes | None:
+    """The file's bytes; None for a link to a folder (not walked); ValueError says why it is refused."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: opening a FIFO never waits
+    if path.is_symlink():
+        target = os.path.realpath(path)
+        if any(target == d or target.startswith(d + "/") for d in _NEVER_UNDER):
+            raise ValueError(f"a link to {target}, which is never read")
+        if os.path.isdir(target):
+            return None
+        if target != boundary and not target.startswith(boundary.rstrip("/") + "/") and not follow_external:
+            raise ValueError(f"a link to {target}, outside {boundary} (copy the file in, or pass "
+                             "--follow-external-links if you trust the link)")
+        opened = target
+    else:
+        opened, flags = str(path), flags | os.O_NOFOLLOW
+    try:
+        fd = os.open(opened, flags)
+    except FileNotFoundError:
+        raise ValueError("a link to a missing file") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file (a FIFO, socket or device is never read)")
+        return f.read()
 
 
 def put_artifact(store, artifact_id: str, files: dict[str, bytes], *, artifact_type: str | None = None,
@@ -53,6 +124,10 @@ def put_artifact(store, artifact_id: str, files: dict[str, bytes], *, artifact_t
     """Write the files to the object store, then the artifact document (next version)."""
     if not files:
         raise ValidationError(f"artifact {artifact_id!r} has no files")
+    bad_names = [p for p in map(name_problem, files) if p]
+    if bad_names:
+        raise ValidationError(f"artifact {artifact_id!r}: {len(bad_names)} file name(s) cannot be stored",
+                              problems=bad_names)
     artifact_type = artifact_type or (FILE if len(files) == 1 else BUNDLE)
     if artifact_type not in ARTIFACT_TYPES:
         raise ValidationError(f"unknown artifact type {artifact_type!r}; use one of {', '.join(ARTIFACT_TYPES)}")

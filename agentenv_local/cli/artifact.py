@@ -20,12 +20,14 @@ def artifact():
 @click.option("--type", "artifact_type", type=click.Choice(["file", "file_artifact_universe"]),
               help="Default: file for a file, file_artifact_universe for a folder.")
 @click.option("--description", default="")
-def put(path, artifact_id, artifact_type, description):
+@click.option("--follow-external-links", is_flag=True,
+              help="Store what symlinks in the folder point to outside it (refused by default).")
+def put(path, artifact_id, artifact_type, description, follow_external_links):
     """Store PATH (a file, or every file under a folder) as the next version of --id."""
     from agentenv_local.artifacts import BUNDLE, FILE, put_artifact, read_folder
 
     if path.is_dir():
-        files = read_folder(path)
+        files = read_folder(path, follow_external_links=follow_external_links)
         artifact_type = artifact_type or BUNDLE
     else:
         files = {path.name: path.read_bytes()}

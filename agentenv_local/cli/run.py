@@ -20,8 +20,10 @@ import click
 @click.option("--agent", "agent", help="The agent for deploy_agent steps that name none (overrides [agents] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print what would be written and run.")
+@click.option("--follow-external-links", is_flag=True,
+              help="Store what symlinks in the bundle's folders point to outside the bundle (refused by default).")
 @click.option("--json", "as_json", is_flag=True, help="With no BUNDLE: list bundles as JSON. Else: runs as JSON.")
-def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_run, as_json):
+def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_run, follow_external_links, as_json):
     """Run a bundle (a folder, or the name of a known bundle), or list the known bundles.
 
     Runs every eval of the bundle (else every task), each --k times, --concurrency at once.
@@ -37,7 +39,7 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
     from ._drive import Job, drive, exit_code
 
     folder, package = find_bundle(bundle)
-    loaded = load_bundle(folder, package)
+    loaded = load_bundle(folder, package, follow_external_links=follow_external_links)
     selected = _select(loaded, tasks, evals)
     if not selected:  # checked before anything is written
         raise ValidationError(f"bundle {folder} has no tasks to run; nothing was written",

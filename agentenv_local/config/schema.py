@@ -23,8 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 ENV_PREFIX = "AGENTENV_"
 # Environment variables with the prefix that are not config keys.
-# not keys: the state directory, the config file, the event loop (agentenv_local/loops.py), and one for tests
-RESERVED_ENV = frozenset({"AGENTENV_HOME", "AGENTENV_CONFIG", "AGENTENV_LOOP", "AGENTENV_REQUIRE_PODMAN"})
+# not keys: the state directory, the config file, the event loop (agentenv_local/loops.py), one for tests, and
+# the data-plane credential the hub gives the env servers it starts (agentenv_local/env/serve.py)
+RESERVED_ENV = frozenset({"AGENTENV_HOME", "AGENTENV_CONFIG", "AGENTENV_LOOP", "AGENTENV_REQUIRE_PODMAN",
+                          "AGENTENV_ADMIN_TOKEN"})
 
 
 class _Section(BaseModel):
@@ -129,6 +131,21 @@ class TaskStepsSettings(_Section):
         json_schema_extra={"expects": 'a list of "module:Class" strings'})
 
 
+class SecuritySettings(_Section):
+    """What the HTTP servers agentenv starts (gateways, env and agent servers) accept."""
+
+    allowed_hosts: list[Annotated[str, at.MinLen(1)]] = Field(
+        default_factory=list,
+        description="Host names (no port) accepted in the `Host` and `Origin` headers besides loopback "
+                    "(127.0.0.1, localhost, [::1]), Podman's host alias 10.0.2.2 and the server's own address.")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, le=1 << 30,
+        description="The largest request body (MCP, REST, A2A) a server reads; larger ones get 413.")
+    max_data_body_bytes: int = Field(
+        128 * 1024 * 1024, ge=1024, le=1 << 34,
+        description="The largest data-plane body (`POST /agentenv`: data/add with files); larger ones get 413.")
+
+
 class Settings(_Section):
     """The whole configuration (resolved values; see `Config.settings()`)."""
 
@@ -140,6 +157,7 @@ class Settings(_Section):
     secrets: SecretsSettings = Field(default_factory=SecretsSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
     task_steps: TaskStepsSettings = Field(default_factory=TaskStepsSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
     plugins: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="`[plugins.<distribution>]`: each plugin's own free-form settings; core never reads them.")

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 MiB = 1024 * 1024
 DEFAULT_MAX_FILE_BYTES = 50 * MiB
-# Prints each argument's size in bytes (or -1 when it is not a regular file), one per line.
-_SIZES_SCRIPT = 'for f in "$@"; do if [ -f "$f" ]; then wc -c < "$f" | tr -d " "; else echo -1; fi; done'
+# Prints each argument's size in bytes (or -1 when it is not a regular file, or is a link), one per line.
+_SIZES_SCRIPT = 'for f in "$@"; do if [ -f "$f" ] && [ ! -L "$f" ]; then wc -c < "$f" | tr -d " "; else echo -1; fi; done'
 _SIZES_CHUNK = 256
 
 
@@ -61,7 +61,7 @@ def normalized(base: str, path: str) -> str:
     return posixpath.normpath(join_path(base, path))
 
 
-async def file_sizes(sandbox: "Sandbox", paths: list[str]) -> dict[str, int]:
+async def file_sizes(sandbox: Sandbox, paths: list[str]) -> dict[str, int]:
     """{path: size} for the regular files among `paths`, asked with one command per chunk (best
     effort: a sandbox whose shell cannot answer gives {} and sizes are checked after reading)."""
     sizes: dict[str, int] = {}
@@ -84,7 +84,7 @@ def too_big(path: str, size: int, limit: int, field: str = "max_file_bytes") -> 
     return f"{path} is {size:,} bytes, over the {limit:,}-byte limit ({field})"
 
 
-async def read_capped(sandbox: "Sandbox", path: str, limit: int, known_size: int | None = None,
+async def read_capped(sandbox: Sandbox, path: str, limit: int, known_size: int | None = None,
                       field: str = "max_file_bytes") -> bytes:
     """The file's bytes; raises ValueError (its message ready to show) when it is over `limit`."""
     if known_size is not None and known_size > limit:
@@ -142,10 +142,10 @@ class CollectArtifactsStep(Step):
             problems.append("manifest_step_id: names this step itself")
         return problems
 
-    def bundle_id(self, ctx: "StepContext") -> str:
+    def bundle_id(self, ctx: StepContext) -> str:
         return self.artifact_id or f"{ctx.run_id}__{self.id}-artifacts"
 
-    async def execute(self, ctx: "StepContext") -> None:
+    async def execute(self, ctx: StepContext) -> None:
         problems = self.config_problems()
         if problems:
             raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
@@ -196,7 +196,7 @@ class CollectArtifactsStep(Step):
         ctx.log(f"collected {len(files)} file(s), {total:,} bytes, from {name} as {doc['id']} v{doc['version']}")
 
     # -- which paths ------------------------------------------------------------------------
-    def _paths(self, ctx: "StepContext") -> tuple[str, list[tuple[str, str | None]] | None]:
+    def _paths(self, ctx: StepContext) -> tuple[str, list[tuple[str, str | None]] | None]:
         """(source, [(path, logical name)]), or (\"base_path\", None) to enumerate base_path."""
         if self.manifest_step_id:
             manifest = find_manifest(ctx, self.manifest_step_id)
@@ -215,7 +215,7 @@ class CollectArtifactsStep(Step):
             return "artifact_paths", [(p, None) for p in self.artifact_paths]
         return "base_path", None
 
-    async def _gather(self, sandbox: "Sandbox", base: str, entries: list[tuple[str, str | None]] | None):
+    async def _gather(self, sandbox: Sandbox, base: str, entries: list[tuple[str, str | None]] | None):
         """({bundle name: (bytes, file entry)}, missing listed paths, excluded paths)."""
         wanted: list[tuple[str, str, str | None]] = []  # (sandbox path, bundle name, logical name)
         missing: list[str] = []
@@ -262,7 +262,7 @@ class CollectArtifactsStep(Step):
 
 
 # -- helpers ----------------------------------------------------------------------------------
-async def target_sandbox(ctx: "StepContext", sandbox_name: str | None, agent_name: str | None):
+async def target_sandbox(ctx: StepContext, sandbox_name: str | None, agent_name: str | None):
     """(name, Sandbox) for a step that names a sandbox, or the sandbox of a deployed agent."""
     if not agent_name:
         name = resolve_sandbox_name(ctx, sandbox_name)
@@ -283,7 +283,7 @@ async def target_sandbox(ctx: "StepContext", sandbox_name: str | None, agent_nam
                     "(deploying agents comes with the agents issue)", hint="use sandbox_name for now")
 
 
-def find_manifest(ctx: "StepContext", step_id: str) -> dict[str, str] | None:
+def find_manifest(ctx: StepContext, step_id: str) -> dict[str, str] | None:
     """The `artifacts` {logical name: path} an earlier step produced, or None when it left none."""
     output = None
     for response in reversed(ctx.state.get("prompt_responses", [])):
@@ -302,7 +302,7 @@ def find_manifest(ctx: "StepContext", step_id: str) -> dict[str, str] | None:
     return manifest
 
 
-def add_run_artifact(ctx: "StepContext", doc: dict, kind: str) -> None:
+def add_run_artifact(ctx: StepContext, doc: dict, kind: str) -> None:
     """List an artifact this step stored in `metadata.artifacts` (a re-run replaces its entry)."""
     listed = [a for a in ctx.metadata.get("artifacts", []) if a.get("step_id") != ctx.step.id]
     listed.append({"id": doc["id"], "version": doc["version"], "type": doc["body"].get("type"),
