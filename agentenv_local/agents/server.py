@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import logging
 import os
 import re
@@ -37,6 +36,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
+
+from agentenv_local.untrusted import UntrustedInputError, parse_json
 
 from . import streaming, wire
 from .base import Agent
@@ -654,8 +655,9 @@ def _rpc_error(req_id: Any, code: int, message: str, *, field: str | None = None
 
 # --- the ASGI app -----------------------------------------------------------------------------------------
 
-def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
-    """A Starlette app serving ``agent``; ``app.state.runtime`` is its ``AgentRuntime``."""
+def create_app(agent: Agent, *, public_url: str | None = None, own_hosts: Any = ()) -> Any:
+    """A Starlette app serving ``agent``, behind the HTTP guard (agentenv_local/http_guard.py: Host, Origin, body
+    size; its own hosts are ``own_hosts`` and ``public_url``'s); ``app.state.runtime`` is its ``AgentRuntime``."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -676,10 +678,11 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
     async def rpc(request: Request) -> Any:
         runtime.learn_own_base_url(request.scope)  # before any task is built: tasks get the peer tools' URL
         raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return JSONResponse(_rpc_error(None, wire.PARSE_ERROR, "Parse error: the body is not valid JSON"))
+        try:  # bounded: a deeply nested body is a parse error, not a RecursionError
+            body = parse_json(raw, what="the body")
+        except UntrustedInputError as e:
+            why = "the body is not valid JSON" if "not valid JSON" in str(e) else str(e)
+            return JSONResponse(_rpc_error(None, wire.PARSE_ERROR, f"Parse error: {why}"))
         answer = await runtime.rpc(body)
         if isinstance(answer, streaming.EventStream):
             return streaming.sse_response(answer)
@@ -690,9 +693,10 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
         if not raw:
             return {}
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ExtensionError(400, "the body is not valid JSON") from None
+            body = parse_json(raw, what="the body")
+        except UntrustedInputError as e:
+            raise ExtensionError(400, "the body is not valid JSON" if "not valid JSON" in str(e) else str(e)) \
+                from None
         if not isinstance(body, dict):
             raise ExtensionError(400, "the body must be a JSON object")
         return body
@@ -739,7 +743,11 @@ def create_app(agent: Agent, *, public_url: str | None = None) -> Any:
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.runtime = runtime
-    return app
+    from urllib.parse import urlsplit
+
+    from agentenv_local.env.app import guarded
+
+    return guarded(app, [*own_hosts, *([urlsplit(public_url).hostname or ""] if public_url else [])])
 
 
 def resolve_bind(host: str | None, port: int | str | None) -> tuple[str, int]:
@@ -762,7 +770,7 @@ def serve(agent: Agent, host: str | None = None, port: int | None = None, *, log
     host, port = resolve_bind(host, port)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
-    app = create_app(agent, public_url=public_url)
+    app = create_app(agent, public_url=public_url, own_hosts=[host])
     server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3,
                                            access_log=False))
     if announce:

@@ -118,13 +118,17 @@ def _print_endpoints(record: dict) -> None:
               help="Redeploy an instance a stopped hub left, with its saved RBAC rules, triggers and clock.")
 @click.option("--keep-running", is_flag=True,
               help="Stay in the foreground until Ctrl-C even with a long-lived hub (then tear it down).")
+@click.option("--no-control-plane-auth", "open_control_plane", is_flag=True,
+              help="Serve the reference's open control plane: RBAC, clock, trigger and data-plane writes "
+                   "without the admin token (for compatibility tests; anyone who reaches the port may use it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the instance record as JSON.")
-def deploy(env_id, version, gateway_mode, resume, keep_running, as_json):
+def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_plane, as_json):
     """Deploy an env behind a gateway in the hub and print its URLs.
 
     With a long-lived hub (`agentenv up`) it returns at once and the instance runs until
     `agentenv env teardown INSTANCE`. Otherwise this command is the hub: it serves the env until
-    Ctrl-C, then tears it down.
+    Ctrl-C, then tears it down. The gateway's control plane needs the instance's admin token
+    (`agentenv env instances INSTANCE --admin-token`).
     """
 
     from agentenv_local.errors import ValidationError
@@ -132,7 +136,8 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, as_json):
     if not env_id and not resume:
         raise ValidationError("give the env to deploy: --id ENV (or --resume INSTANCE)")
     with session() as s:
-        record = s.call("envs.deploy", env_id=env_id, version=version, gateway_mode=gateway_mode, resume=resume)
+        record = s.call("envs.deploy", env_id=env_id, version=version, gateway_mode=gateway_mode, resume=resume,
+                        control_plane_auth=False if open_control_plane else None)
         if as_json:
             echo_json(record)
         else:
@@ -152,12 +157,38 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, as_json):
 
 
 @env_group.command("instances")
+@click.argument("instance_id", metavar="[INSTANCE]", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Terminated instances too.")
+@click.option("--admin-token", "admin_token", is_flag=True,
+              help="Print INSTANCE's control-plane admin token (Authorization: Bearer TOKEN) and nothing else.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def instances(show_all, as_json):
-    """Deployed env instances (running ones, unless --all)."""
+def instances(instance_id, show_all, admin_token, as_json):
+    """Deployed env instances (running ones, unless --all), or INSTANCE's record.
+
+    The admin token (needed for /tools/*, clock and trigger writes and the data plane) is shown only
+    with --admin-token; give it to the task's own tools, never to an agent.
+    """
+    from agentenv_local.errors import NotFoundError, ValidationError
+
+    if admin_token and not instance_id:
+        raise ValidationError("--admin-token needs the instance: agentenv env instances INSTANCE --admin-token")
     with session() as s:
-        rows = s.call("envs.instances", status=None if show_all else "running")
+        rows = s.call("envs.instances", status=None if show_all or instance_id else "running")
+        if instance_id:
+            rows = [r for r in rows if r["instance_id"] == instance_id]
+            if not rows:
+                raise NotFoundError(f"no env instance {instance_id!r}",
+                                    hint="list them with `agentenv env instances --all`")
+            if admin_token:
+                token = s.call("envs.admin_token", instance_id)
+                if token is None:
+                    raise NotFoundError(f"env instance {instance_id} has no admin token",
+                                        hint="it was deployed with control_plane_auth = false (an open "
+                                             "control plane)")
+                click.echo(token)
+                return
+            echo_json(rows[0])  # one instance: its whole record
+            return
     rows.sort(key=lambda r: r.get("created_at_utc") or "", reverse=True)
     if as_json:
         echo_json(rows)

@@ -8,18 +8,26 @@
 | `<verb> /agentenv/ext/...` | each `@extension` route |
 | `GET/POST/DELETE /mcp` | MCP streamable HTTP (mcp 2.x `StreamableHTTPSessionManager`): the 2026 stateless revision and the older handshake revisions with `Mcp-Session-Id` sessions |
 
-DNS-rebinding protection is off, as on the reference's servers: a gateway reaches an env by a service name or
-an address, not `localhost`. Bind an env to loopback (the default) unless something outside must reach it.
+Every request passes the HTTP guard (agentenv_local/http_guard.py): a `Host` of loopback, the server's own
+address or `[security] allowed_hosts` (DNS rebinding), an allowed `Origin` or none, a bounded body. With an
+admin token (the hub gives the env servers it starts one in `AGENTENV_ADMIN_TOKEN`), `POST /agentenv` needs
+`Authorization: Bearer <token>`: only the gateway in front of it, and the task's steps through it, may reset or
+load its data. Bind an env to loopback (the default) unless something outside must reach it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .runtime import Runtime
+
+
+ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"
 
 
 def _json(body: Any, status: int = 200) -> Any:
@@ -27,6 +35,31 @@ def _json(body: Any, status: int = 200) -> Any:
 
     return Response(json.dumps(body, default=str, ensure_ascii=False), status_code=status,
                     media_type="application/json")
+
+
+def admin_token_from_environ() -> str | None:
+    """The data-plane credential the hub passed in the environment, taken out of it (the env's own code and
+    the processes it starts never see it)."""
+    return os.environ.pop(ADMIN_TOKEN_ENV, None) or None
+
+
+def data_plane_refusal(admin_token: str | None, headers: Any) -> Any:
+    """None when the request may use the data plane; else the 401 answer."""
+    if admin_token is None:
+        return None
+    scheme, _, token = (headers.get("authorization") or "").strip().partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), admin_token.encode()):
+        return None
+    return _json({"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32001, "message": "the data plane of this env server needs its admin token "
+                                   "(Authorization: Bearer <token>); reach it through the env's gateway"}}, 401)
+
+
+def guarded(app: Any, own_hosts: Any = (), guard: Any = None) -> Any:
+    """``app`` behind the HTTP guard: ``guard`` (a GuardPolicy), else the `[security]` settings plus ``own_hosts``."""
+    from agentenv_local.http_guard import GuardPolicy, HttpGuard
+
+    return HttpGuard(app, guard if guard is not None else GuardPolicy.from_settings(own_hosts=own_hosts))
 
 
 async def _extension_response(runtime: Runtime, served: Any, request: Any) -> Any:
@@ -47,7 +80,8 @@ async def _extension_response(runtime: Runtime, served: Any, request: Any) -> An
 
 
 def build_app(runtime: Runtime, *, mcp_path: str = "/mcp", json_response: bool = True, stateless: bool = False,
-              session_idle_timeout: float | None = 30 * 60) -> Any:
+              session_idle_timeout: float | None = 30 * 60, admin_token: str | None = None,
+              own_hosts: Any = (), guard: Any = None) -> Any:
     from mcp.server.streamable_http_manager import (
         StreamableHTTPASGIApp,
         StreamableHTTPSessionManager,
@@ -79,6 +113,9 @@ def build_app(runtime: Runtime, *, mcp_path: str = "/mcp", json_response: bool =
         return _json({"ok": True}) if state["ready"] else _json({"ok": False, "error": "not serving yet"}, 503)
 
     async def rpc(request: Request) -> Any:
+        refused = data_plane_refusal(admin_token, request.headers)
+        if refused is not None:
+            return refused
         return _json(await runtime.data_rpc(await request.body()))
 
     def extension_endpoint(served: ext_mod.ServedExtension) -> Any:
@@ -108,4 +145,4 @@ def build_app(runtime: Runtime, *, mcp_path: str = "/mcp", json_response: bool =
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.agentenv_runtime = runtime
     app.state.mcp_session_manager = manager
-    return app
+    return guarded(app, own_hosts, guard)

@@ -12,7 +12,6 @@ Answers are always HTTP 200 with a JSON-RPC body, as the reference's servers ans
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +67,12 @@ def _parts_out(value: Any) -> list[dict]:
 async def dispatch(runtime: Runtime, request: dict | bytes | str) -> dict:
     """Answer one data-plane request (already parsed, or the raw body)."""
     if isinstance(request, (bytes, str)):
-        try:
-            request = json.loads(request) if request else None
-        except ValueError:
-            return rpc_error(None, PARSE_ERROR, "parse error")
+        from agentenv_local.untrusted import UntrustedInputError, parse_json
+
+        try:  # bounded: a deeply nested body is a parse error, not a RecursionError
+            request = parse_json(request, what="the request") if request else None
+        except UntrustedInputError as e:
+            return rpc_error(None, PARSE_ERROR, "parse error", None if "not valid JSON" in str(e) else str(e))
     if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or not isinstance(request.get("method"), str):
         rid = request.get("id") if isinstance(request, dict) else None
         return rpc_error(rid, INVALID_REQUEST, "invalid request")

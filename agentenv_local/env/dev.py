@@ -350,7 +350,8 @@ class DevServer:
 
     # --- HTTP front ---------------------------------------------------------------------------------------
 
-    def app(self, *, json_response: bool = True, session_idle_timeout: float | None = 30 * 60) -> Any:
+    def app(self, *, json_response: bool = True, session_idle_timeout: float | None = 30 * 60,
+            admin_token: str | None = None, own_hosts: Any = ()) -> Any:
         from mcp.server.streamable_http_manager import (
             StreamableHTTPASGIApp,
             StreamableHTTPSessionManager,
@@ -360,7 +361,7 @@ class DevServer:
         from starlette.requests import Request
         from starlette.routing import Route
 
-        from .app import _extension_response, _json
+        from .app import _extension_response, _json, data_plane_refusal, guarded
         from .card import RPC_PATH, WELL_KNOWN_PATH
 
         dev = self
@@ -379,6 +380,9 @@ class DevServer:
             return _json({"ok": False, "error": "not serving yet"}, 503)
 
         async def rpc(request: Request) -> Any:
+            refused = data_plane_refusal(admin_token, request.headers)
+            if refused is not None:
+                return refused
             body = await request.body()
             with dev._using(dev._runtime()) as runtime:
                 return _json(await runtime.data_rpc(body))
@@ -418,7 +422,7 @@ class DevServer:
             finally:
                 await self.stop()
 
-        return Starlette(routes=routes, lifespan=lifespan)
+        return guarded(Starlette(routes=routes, lifespan=lifespan), own_hosts)
 
     # --- watching -----------------------------------------------------------------------------------------
 
@@ -446,7 +450,9 @@ def serve_dev_http(target: str, host: str | None = None, port: int | None = None
     dev.first_load()  # fails fast (with the error) if the first version does not load
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
-    app = dev.app(json_response=json_response)
+    from .app import admin_token_from_environ
+
+    app = dev.app(json_response=json_response, admin_token=admin_token_from_environ(), own_hosts=[host])
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3, access_log=False)
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host

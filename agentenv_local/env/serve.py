@@ -76,7 +76,11 @@ def serve_http(env: Env, host: str | None = None, port: int | None = None, *, lo
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     runtime = env._ae_runtime()
-    app = env.app(**app_options)
+    from .app import admin_token_from_environ, build_app
+
+    # the data plane's credential, when the hub started this server; the guard also accepts the bound address
+    app_options.setdefault("admin_token", admin_token_from_environ())
+    app = build_app(runtime, own_hosts=[host], **app_options)
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3,
                             access_log=False)
     server = uvicorn.Server(config)

@@ -38,10 +38,13 @@ from agentenv_local.errors import AgentenvError, NotFoundError, ValidationError
 
 from .records import McpServerEnv, MultiEnv, parse_env
 
+ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"  # read by agentenv_local.env.serve (env/app.py)
+
 log = logging.getLogger(__name__)
 
 INSTANCES = "env_instances"
 STATE = "env_instance_state"
+ADMIN = "env_instance_admin"  # {token}: the control plane's credential, apart from the listed records
 READY_TIMEOUT_S = 60.0
 CONTAINER_PORT = 8000  # where an image env serves in its container, unless it sets container_port
 IMAGE_PROVIDER = "podman"  # the sandbox provider that runs image envs (deploy_env's sandbox_type may name another)
@@ -124,6 +127,7 @@ class _Instance:
     sandboxes: list[Any] = field(default_factory=list)  # the containers of image children
     run_id: str | None = None
     options: dict = field(default_factory=dict)  # sandbox_type, cpu, memory_mb, services (image children)
+    admin_token: str | None = field(default=None, repr=False)  # None: the reference's open control plane
 
 
 class EnvManager:
@@ -196,13 +200,17 @@ class EnvManager:
     async def deploy(self, env_id: str | None = None, version: int | None = None, run_id: str | None = None,
                      gateway_mode: str | None = None, resume: str | None = None,
                      metadata: dict | None = None, *, sandbox_type: str | None = None, cpu: float | None = None,
-                     memory_mb: int | None = None, services: Any = None) -> dict:
+                     memory_mb: int | None = None, services: Any = None,
+                     control_plane_auth: bool | None = None) -> dict:
         """Deploy `env_id` (or, with `resume=INSTANCE`, an instance a stopped hub left, with its saved
         RBAC rules, triggers and clock) and return its record.
 
         `sandbox_type`, `cpu` and `memory_mb` apply to image envs' containers (provider `podman` by
-        default); `services` (a run's RunServices) supplies the sandbox provider."""
+        default); `services` (a run's RunServices) supplies the sandbox provider.
+        `control_plane_auth=False` (else the env record's `control_plane_auth`, default true) serves the
+        reference's open control plane instead of requiring the instance's admin token."""
         saved_state = None
+        saved_token = None
         if resume:
             old = self.instance(resume)
             if resume in self._live:
@@ -213,6 +221,9 @@ class EnvManager:
             run_id = run_id or old.get("run_id")
             state_rec = self.store.records.find(STATE, resume)
             saved_state = state_rec["body"] if state_rec else None
+            if control_plane_auth is None and old.get("control_plane_auth") is not None:
+                control_plane_auth = bool(old["control_plane_auth"])
+            saved_token = self.admin_token(resume)
             instance_id = resume
         else:
             instance_id = f"envi-{secrets.token_hex(6)}"
@@ -225,6 +236,11 @@ class EnvManager:
         inst = _Instance(instance_id, {}, folder, run_id=run_id,
                          options={"sandbox_type": sandbox_type, "cpu": cpu, "memory_mb": memory_mb,
                                   "services": services})
+        if control_plane_auth is None:
+            control_plane_auth = env.control_plane_auth is not False
+        if control_plane_auth:  # kept apart from the instance record, which `env instances` lists
+            inst.admin_token = saved_token or secrets.token_urlsafe(32)
+            self.store.records.save(ADMIN, instance_id, {"token": inst.admin_token})
         try:
             return await self._deploy(inst, doc, env, run_id, gateway_mode, saved_state, metadata or {})
         except BaseException:
@@ -258,7 +274,9 @@ class EnvManager:
         for sdoc, senv in servers:
             child_name = senv.environment_name or sdoc["id"].rsplit("/", 1)[-1]
             target, info = await self._child(inst, child_name, sdoc, senv)
-            specs.append(ChildSpec(child_name, target))
+            # a server we started requires the admin token on its data plane; the gateway sends it
+            token = inst.admin_token if info.get("kind") == "subprocess" else None
+            specs.append(ChildSpec(child_name, target, token=token))
             children_info.append(info)
 
         if isinstance(env, McpServerEnv) and env.env_provider_type == "server":
@@ -291,7 +309,9 @@ class EnvManager:
             self._save_state(instance_id, gw)
 
         gateway = Gateway(name, specs, mode=mode, prefix_tools=prefix_tools, on_event=on_event,
-                          on_state_change=on_state_change, ready_timeout=self.ready_timeout, **options)
+                          on_state_change=on_state_change, ready_timeout=self.ready_timeout,
+                          control_plane_auth=inst.admin_token is not None, admin_token=inst.admin_token,
+                          guard=self._guard(), **options)
         gateway_ref["gw"] = gateway
         inst.gateway = gateway
         try:
@@ -313,7 +333,7 @@ class EnvManager:
             "mcp_server_name": name, "environment_card": card, "environment_card_url": card_url,
             "environment_card_read_at_utc": _utc_now(), "created_at_utc": _utc_now(), "run_id": run_id,
             "children": children_info, "gateway_mode": mode, "metadata": metadata,
-            **_sandbox_fields(children_info), "status": "running",
+            "control_plane_auth": inst.admin_token is not None, **_sandbox_fields(children_info), "status": "running",
         }
         inst.record = record
         self._live[instance_id] = inst
@@ -329,7 +349,10 @@ class EnvManager:
             mcp_url = target
             base = target[: -len(env.mcp_path)] if target.endswith(env.mcp_path) else target.rsplit("/", 1)[0]
         else:  # an in-process Env: serve its own app in the hub
-            base = await self._serve(inst, None, app=target.app())
+            from agentenv_local.env.app import build_app
+
+            app = build_app(target._ae_runtime(), admin_token=inst.admin_token, guard=self._guard())
+            base = await self._serve(inst, None, app=app)
             mcp_url = base + "/mcp"
         card_url = base + "/.well-known/agent-env.json"
         card = await self._fetch_card(card_url, None)
@@ -339,7 +362,7 @@ class EnvManager:
             "mcp_server_name": name, "environment_card": card, "environment_card_url": card_url,
             "environment_card_read_at_utc": _utc_now(), "created_at_utc": _utc_now(), "run_id": run_id,
             "children": [child], "gateway_mode": None, "metadata": metadata,
-            **_sandbox_fields([child]), "status": "running",
+            "control_plane_auth": inst.admin_token is not None, **_sandbox_fields([child]), "status": "running",
         }
         inst.record = record
         self._live[inst.instance_id] = inst
@@ -361,6 +384,27 @@ class EnvManager:
             raise DeployError(f"cannot bind role {role!r}: {exc}") from exc
         self._save_state(instance_id, gateway)
         return token
+
+    def admin_token(self, instance_id: str) -> str | None:
+        """The instance's control-plane credential (None: it serves the reference's open control plane, or it
+        is unknown). For the hub, the task's steps and `agentenv env instances ID --admin-token`; never logged."""
+        inst = self._live.get(instance_id)
+        if inst is not None:
+            return inst.admin_token
+        rec = self.store.records.find(ADMIN, instance_id)
+        token = rec["body"].get("token") if rec else None
+        return token if isinstance(token, str) and token else None
+
+    def _guard(self) -> Any:
+        """The HTTP guard's policy for the servers this hub starts: the project's [security] settings."""
+        from agentenv_local.http_guard import GuardPolicy
+
+        config = None
+        with contextlib.suppress(Exception):  # unreadable: the defaults, which only narrow
+            from agentenv_local.config import load_config
+
+            config = load_config(Path(self.paths.state_dir).parent)
+        return GuardPolicy.from_settings(config=config) if config is not None else GuardPolicy()
 
     async def advance_clock(self, instance_id: str, seconds: float | str) -> dict:
         """Move a running instance's frozen or stepped clock forward, then let its time triggers fire; the
@@ -441,6 +485,9 @@ class EnvManager:
                 argv[0] = sys.executable
         env = {**os.environ, **senv.env_vars, "MCP_PORT": str(port), "MCP_HOST": "127.0.0.1",
                "ENVIRONMENT_NAME": child_name, "PYTHONUNBUFFERED": "1"}
+        env.pop(ADMIN_TOKEN_ENV, None)
+        if inst.admin_token:  # its data plane requires it (the server takes it out of its environment)
+            env[ADMIN_TOKEN_ENV] = inst.admin_token
         log_path = inst.folder / f"{child_name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -14,6 +14,7 @@ An `mcp_server` env's server comes from exactly one of: `module` (an Env class, 
 as a subprocess), `command` (any MCP server over streamable HTTP, told its port by MCP_PORT),
 `url` (a server that is already running) or `image` (a container image in Podman's local storage, started
 in a hardened container that serves MCP on `container_port`, published on 127.0.0.1).
+`control_plane_auth = false` deploys it with the reference's open control plane (no admin token).
 A folder's files are stored with it as a file-bundle artifact, so an env version pins its code.
 """
 
@@ -60,6 +61,7 @@ class McpServerEnv(BaseModel):
     env_vars: dict[str, str] = Field(default_factory=dict)
     env_provider_type: Literal["gateway", "server"] = "gateway"
     description: str = ""
+    control_plane_auth: bool | None = None  # false: the reference's open control plane (no admin token)
     files: ArtifactPin | None = None  # the folder's files, stored as an artifact (set when stored)
 
     @model_validator(mode="after")
@@ -108,6 +110,7 @@ class MultiEnv(BaseModel):
     gateway_mode: Literal["performance", "consistent"] = "performance"
     env_provider_type: Literal["gateway"] = "gateway"
     description: str = ""
+    control_plane_auth: bool | None = None  # false: the reference's open control plane (no admin token)
 
     def refs(self) -> list[EnvRef]:
         return [EnvRef(env=r) if isinstance(r, str) else r for r in self.mcp_server_envs]

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .wire import HttpStatusError, LeanHttp, dumps, jsonrpc_reply, next_id
@@ -25,6 +25,7 @@ from .wire import HttpStatusError, LeanHttp, dumps, jsonrpc_reply, next_id
 logger = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 60.0
+ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"  # a child env server's data-plane credential (agentenv_local.env.serve)
 TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
 REOPEN_TIMEOUT_S = 10.0
 
@@ -36,11 +37,14 @@ class ChildError(RuntimeError):
 @dataclass
 class ChildSpec:
     """``name``: the child's service name (``/svc/mcp-<name>``); ``target``: an Env instance, an MCP URL or
-    the path of a ``server.py``; ``prefix``: serve its tools as ``<prefix>_<tool>`` (None: same name)."""
+    the path of a ``server.py``; ``prefix``: serve its tools as ``<prefix>_<tool>`` (None: same name);
+    ``token``: the credential its data plane and extension writes need (a server we started), sent as
+    ``Authorization: Bearer`` on what the gateway forwards to it."""
 
     name: str
     target: Any
     prefix: str | None = None
+    token: str | None = field(default=None, repr=False)
 
 
 def _is_env(target: Any) -> bool:
@@ -127,9 +131,13 @@ class Child:
         if not os.path.exists(path):
             raise ChildError(f"child {self.name!r}: {path!r} is neither an Env, an http(s) URL nor a file")
         command = [sys.executable, "-m", "agentenv_local.env", path, "--port", "0"]
+        env = dict(os.environ)
+        env.pop(ADMIN_TOKEN_ENV, None)
+        if self.spec.token:  # its data plane requires the token (read, then dropped from its environment)
+            env[ADMIN_TOKEN_ENV] = self.spec.token
         # starting it doesn't block; its output is read off the loop
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,  # noqa: ASYNC220
-                                     text=True)
+                                     text=True, env=env)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
         while True:

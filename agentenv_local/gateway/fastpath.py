@@ -1,7 +1,8 @@
 """The gateway's hot path: ``POST /mcp`` for the 2026 revision's ``tools/call`` and ``tools/list``, answered
 without the mcp server stack, whose per-request tasks, streams and models cost more than the gateway's own work.
 
-Only a request the stack would accept as is takes this path: a served modern protocol version in header and
+Only a request the stack would accept as is takes this path: an allowed Host (agentenv_local/http_guard.py owns
+every refusal), a served modern protocol version in header and
 envelope alike, routing headers that match the body, no ``Mcp-Param-*``, session or ``Origin`` header, an Accept
 that takes JSON, a JSON content type, params the method's model validates. Anything else (handshake-era sessions,
 other methods, notifications, every malformed or doubtful request) goes, body included, to the stack, which owns
@@ -27,10 +28,10 @@ __all__ = ["McpFastPath", "fast_request", "protocol_class"]
 
 logger = logging.getLogger(__name__)
 
-FAST_MAX_BODY = 1 << 20  # larger bodies take the stack (which owns the 413 answer)
+FAST_MAX_BODY = 1 << 20  # larger bodies take the stack (the HTTP guard owns the 413 answer)
 _SINGLE = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"mcp-session-id", b"content-type",
                      b"accept", b"content-length", b"agentenv-role", b"authorization", b"transfer-encoding",
-                     b"origin", b"connection", b"expect"})
+                     b"origin", b"connection", b"expect", b"host"})
 _ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion"
 _ENVELOPE_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 _ENVELOPE_INFO = "io.modelcontextprotocol/clientInfo"
@@ -275,6 +276,8 @@ def protocol_class(gateway: Gateway) -> type:
             if checked is None:
                 return False
             headers, version = checked
+            if not gateway.guard.host_ok(headers.get(b"host")):
+                return False  # the ASGI app's HTTP guard answers it (421)
             body_start = end + 4
             body_end = body_start + int(headers[b"content-length"])
             if len(data) < body_end:

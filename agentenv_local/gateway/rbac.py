@@ -26,6 +26,11 @@ The answer is the role's rules afterwards: ``{role, disabled: [...], allowed: [.
 Beyond the reference, a role can be bound to a bearer token (:meth:`ToolAccess.bind_token`). A
 request that claims a bound role without its token is refused (401) instead of being served as
 that role; a valid token alone selects its role. Only a sha256 digest of each token is kept.
+The instance's admin token (:meth:`ToolAccess.set_admin_token`) acts as whichever role the request
+claims, bound or not (the control plane acting on behalf of a role).
+
+Rules are bounded (:data:`MAX_NAME_CHARS` per role or tool name, :data:`MAX_RULES` in all): a request
+past them is refused (400, 413) and changes nothing.
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ TOOL_ACCESS_REQUEST_SCHEMA: dict[str, Any] = {
 # The reference gateway's messages for a bad /tools/disable|enable body.
 BAD_ROLE = "Missing or invalid 'role' field"
 BAD_TOOLS = "'tools' must be a list of strings or the string '*'"
+
+MAX_NAME_CHARS = 256  # a role or tool name in a rule
+MAX_RULES = 10_000  # (role, tool) rules in all
 
 _STATE_VERSION = 1
 _DIGEST_PREFIX = "sha256:"
@@ -184,6 +192,7 @@ class ToolAccess:
             self._rules[role] = {tool: bool(disabled) for tool, disabled in entries.items()}
         self._hidden: frozenset[str] = frozenset(hidden_by_default)
         self._token_digests: dict[str, str] = {}  # role -> "sha256:<hex>"
+        self._admin_digest: str | None = None
 
     # -- lookups --
 
@@ -268,10 +277,19 @@ class ToolAccess:
             names = list(tools)
         else:
             raise RbacError(BAD_TOOLS)
+        too_long = [n for n in (role, *names) if len(n) > MAX_NAME_CHARS or not n]
+        if too_long:
+            raise RbacError(f"role and tool names must be 1 to {MAX_NAME_CHARS} characters; got one of "
+                            f"{len(too_long[0])}")
         disabled = action == DISABLE
         with self._lock:
+            before = copy.deepcopy(self._rules)
             for name in names:
                 self._set(role, name, disabled)
+            if sum(len(entries) for entries in self._rules.values()) > MAX_RULES:
+                self._rules = before  # refused as a whole: nothing changes
+                raise RbacError(f"that would make more than {MAX_RULES} tool-access rules; use '*' rules "
+                                "or drop some first", 413)
             return {"role": role, **self.role_rules(role)}
 
     def change(self, action: str, body: object) -> dict:
@@ -286,6 +304,15 @@ class ToolAccess:
             self._rules = {}
 
     # -- roles bound to tokens --
+
+    def set_admin_token(self, token: str | None) -> None:
+        """The instance's admin token (None: none): a request bearing it may claim any role."""
+        with self._lock:
+            self._admin_digest = _digest(token) if token else None
+
+    def is_admin(self, bearer: str | None) -> bool:
+        digest = self._admin_digest
+        return bool(bearer) and digest is not None and hmac.compare_digest(digest, _digest(bearer))  # type: ignore[arg-type]
 
     def bind_token(self, role: str, token: str | None = None) -> str:
         """Bind ``role`` to a bearer token (a new random one unless given) and answer the token.
@@ -336,6 +363,8 @@ class ToolAccess:
         if claimed == DEFAULT_ROLE:
             claimed = ""
         if bearer:
+            if self.is_admin(bearer):
+                return claimed or DEFAULT_ROLE
             owner = self._role_of_token(bearer)
             if owner is None:
                 raise RbacError("unknown bearer token", 401)

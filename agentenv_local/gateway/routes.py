@@ -1,5 +1,9 @@
 """The gateway's HTTP surface (a Starlette app): MCP at `/mcp` and the reference's REST control plane.
-See docs/environments/gateway.md."""
+See docs/environments/gateway.md.
+
+Every request passes the HTTP guard (agentenv_local/http_guard.py: Host, Origin, body size). The control plane's
+writes (RBAC, clock and trigger writes, the data plane, non-GET /svc requests) need the gateway's admin token
+(`Authorization: Bearer <token>`) unless the gateway was built with `control_plane_auth=False`."""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+
+from agentenv_local.untrusted import UntrustedInputError, parse_json
 
 from .clock import ClockError
 from .fastpath import McpFastPath
@@ -19,9 +24,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
 _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade",
                 "proxy-connection", "te", "trailer"}
+ADMIN_NEEDED = ("this control-plane endpoint needs the env instance's admin token "
+                "(Authorization: Bearer <token>)")
+ADMIN_HINT = ("print it with `agentenv env instances INSTANCE --admin-token`; agents act through MCP or /step "
+              "with their role")
 
 
 def _json(body: Any, status: int = 200) -> Any:
@@ -35,27 +43,21 @@ def _role(gateway: Gateway, request: Any) -> str:
     return gateway.access.resolve(request.headers)
 
 
-class OriginGuard:
-    """Refuse browser requests (those with an `Origin` header) from a non-loopback origin, 403."""
+def require_admin(gateway: Gateway, request: Any) -> None:
+    """GatewayError 401 unless the request may use the control plane (see Gateway.is_admin)."""
+    if not gateway.is_admin(request.headers):
+        raise GatewayError(401, ADMIN_NEEDED, hint=ADMIN_HINT)
 
-    def __init__(self, app: Any, allowed: set[str]):
-        self.app = app
-        self.allowed = allowed
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            origin = None
-            for key, value in scope.get("headers") or []:
-                if key == b"origin":
-                    origin = value.decode("latin-1")
-                    break
-            if origin and origin != "null" and origin not in self.allowed:
-                host = urlsplit(origin).hostname or ""
-                if host not in _LOOPBACK and f"[{host}]" not in _LOOPBACK:
-                    response = _json({"error": f"Origin {origin!r} is not allowed"}, 403)
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+def child_headers(gateway: Gateway, child: Any, headers: dict[str, str]) -> dict[str, str]:
+    """What the gateway forwards to a child: never the caller's admin or role token (with the reference's open
+    control plane, the headers as they came); the child's own token when it has one."""
+    out = headers
+    if gateway.admin_token is not None:
+        out = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    if child.spec.token:
+        out["Authorization"] = f"Bearer {child.spec.token}"
+    return out
 
 
 def build_app(gateway: Gateway) -> Any:
@@ -77,9 +79,10 @@ def build_app(gateway: Gateway) -> Any:
     async def body_of(request: Request) -> Any:
         raw = await request.body()
         try:
-            return json.loads(raw) if raw.strip() else None
-        except ValueError:
-            raise GatewayError(400, "Invalid JSON body") from None
+            return parse_json(raw, what="the request body") if raw.strip() else None
+        except UntrustedInputError as e:  # the reference's body; why, when it is more than a syntax error
+            extra = {} if "not valid JSON" in str(e) else {"detail": str(e)}
+            raise GatewayError(400, "Invalid JSON body", **extra) from None
 
     def handler(fn: Any) -> Any:
         async def endpoint(request: Request) -> Any:
@@ -95,11 +98,14 @@ def build_app(gateway: Gateway) -> Any:
         return _json(await gateway.card())
 
     async def data_plane(request: Request) -> Any:
+        if not gateway.is_admin(request.headers):  # before reading the body
+            return _json({"error": ADMIN_NEEDED, "hint": ADMIN_HINT}, 401)
         raw = await request.body()
         try:
-            body = json.loads(raw)
-        except ValueError:
-            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            body = parse_json(raw, what="the request body")
+        except UntrustedInputError as e:
+            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error",
+                                                                   "data": str(e)}})
         if not isinstance(body, dict):
             return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request"}})
         rid, method = body.get("id"), body.get("method")
@@ -117,7 +123,7 @@ def build_app(gateway: Gateway) -> Any:
         try:
             async with httpx2.AsyncClient(timeout=3600) as http:
                 r = await http.post(f"{child.base}/agentenv", content=raw,
-                                    headers={"content-type": "application/json"})
+                                    headers=child_headers(gateway, child, {"content-type": "application/json"}))
         except Exception as e:  # noqa: BLE001
             return _json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"forward failed: {e}"}})
         return Response(r.content, status_code=r.status_code,
@@ -125,10 +131,12 @@ def build_app(gateway: Gateway) -> Any:
 
     @handler
     async def tools_disable(request: Request) -> Any:
+        require_admin(gateway, request)
         return _json(gateway.change_access("disable", await body_of(request)))
 
     @handler
     async def tools_enable(request: Request) -> Any:
+        require_admin(gateway, request)
         return _json(gateway.change_access("enable", await body_of(request)))
 
     @handler
@@ -142,6 +150,8 @@ def build_app(gateway: Gateway) -> Any:
         return _json(await gateway.step(body, _role(gateway, request)))
 
     async def clock_set(request: Request) -> Any:
+        if not gateway.is_admin(request.headers):
+            return _json({"ok": False, "error": ADMIN_NEEDED, "hint": ADMIN_HINT}, 401)
         try:
             body = await body_of(request)
         except GatewayError:
@@ -154,6 +164,8 @@ def build_app(gateway: Gateway) -> Any:
             return _json(e.to_wire(), e.status)
 
     async def clock_clear(request: Request) -> Any:
+        if not gateway.is_admin(request.headers):
+            return _json({"ok": False, "error": ADMIN_NEEDED, "hint": ADMIN_HINT}, 401)
         return _json(gateway.clear_clock())
 
     async def clock_time(request: Request) -> Any:
@@ -172,6 +184,8 @@ def build_app(gateway: Gateway) -> Any:
         async def endpoint(request: Request) -> Any:
             from .triggers import TriggerError
 
+            if not gateway.is_admin(request.headers):
+                return _json({"ok": False, "error": ADMIN_NEEDED, "hint": ADMIN_HINT}, 401)
             try:
                 body = await body_of(request)
             except GatewayError:
@@ -183,6 +197,8 @@ def build_app(gateway: Gateway) -> Any:
         return endpoint
 
     async def triggers_clear(request: Request) -> Any:
+        if not gateway.is_admin(request.headers):
+            return _json({"ok": False, "error": ADMIN_NEEDED, "hint": ADMIN_HINT}, 401)
         return _json(gateway.engine.clear())
 
     async def triggers_state(request: Request) -> Any:
@@ -210,11 +226,13 @@ def build_app(gateway: Gateway) -> Any:
         child = next((c for c in gateway.children if f"mcp-{c.name}" == service), None)
         if child is None:
             return _json({"error": f"Unknown service: {service}"}, 404)
+        if request.method != "GET" and not gateway.is_admin(request.headers):  # data plane, extension writes
+            return _json({"error": ADMIN_NEEDED, "hint": ADMIN_HINT}, 401)
         if child.env is not None:
             return await _inprocess(child, request, "/" + path)
         import httpx2
 
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+        headers = child_headers(gateway, child, {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS})
         url = f"{child.base}/{path}"
         try:
             async with httpx2.AsyncClient(timeout=httpx2.Timeout(3600, connect=10)) as http:
@@ -297,4 +315,6 @@ def build_app(gateway: Gateway) -> Any:
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
-    return OriginGuard(McpFastPath(app, gateway), gateway.allowed_origins)
+    from agentenv_local.http_guard import HttpGuard
+
+    return HttpGuard(McpFastPath(app, gateway), gateway.guard)

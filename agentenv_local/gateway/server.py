@@ -3,6 +3,10 @@
     gw = Gateway("demo", [ChildSpec("echo", Echo()), ChildSpec("mail", "http://127.0.0.1:18802/mcp")])
     app = gw.app()            # Starlette ASGI app; its lifespan starts the children and the trigger driver
     gw.serve(port=18765)      # or: python -m agentenv_local.gateway --child echo=URL ... --port N
+    gw.admin_token            # the control plane's credential (Authorization: Bearer ...)
+
+The control plane (RBAC, clock and trigger writes, the data plane, writes through /svc) needs the gateway's
+admin token unless it is built with ``control_plane_auth=False`` (the reference's open behaviour).
 
 See docs/environments/gateway.md for every route, body and answer.
 """
@@ -84,6 +88,10 @@ class ToolNameClash(ValueError):
     def __init__(self, clashes: dict[str, list[str]]):
         self.clashes = clashes
         super().__init__(clash_text(clashes))
+
+
+def _is_url(target: Any) -> bool:
+    return isinstance(target, str) and target.startswith(("http://", "https://"))
 
 
 def _error_result(text: str) -> dict:
@@ -187,7 +195,9 @@ class Gateway:
                  access: ToolAccess | None = None, triggers_seed: int = 0,
                  on_event: Callable[[dict], Any] | None = None, ready_timeout: float = 60.0,
                  allowed_origins: Iterable[str] | None = None, tool_timeout: float = TOOL_CALL_TIMEOUT_S,
-                 triggers_state: dict | None = None, on_state_change: Callable[[str], Any] | None = None):
+                 triggers_state: dict | None = None, on_state_change: Callable[[str], Any] | None = None,
+                 control_plane_auth: bool = True, admin_token: str | None = None, guard: Any = None,
+                 allowed_hosts: Iterable[str] = ()):
         from .triggers import TriggerEngine
 
         if mode not in MODES:
@@ -211,6 +221,15 @@ class Gateway:
         self._handoff_tasks: set[asyncio.Future] = set()
         self.tool_timeout = tool_timeout
         self.allowed_origins = set(allowed_origins or ())
+        self.allowed_hosts = list(allowed_hosts)
+        self._guard_policy = guard  # http_guard.GuardPolicy; built from the settings on first use
+        # the control plane's credential: None only when the reference's open control plane was asked for
+        self.control_plane_auth = control_plane_auth
+        self.admin_token = (admin_token or secrets.token_urlsafe(32)) if control_plane_auth else None
+        self.access.set_admin_token(self.admin_token)
+        for spec in specs:  # a server.py child is started by this gateway: its data plane takes the same token
+            if spec.token is None and not _is_url(spec.target) and not hasattr(spec.target, "_ae_runtime"):
+                spec.token = self.admin_token
         self.clashes: dict[str, list[str]] = {}
         self.discovered = False
         self._routes: dict[str, tuple[Child, str]] = {}  # served name -> (child, the child's own name)
@@ -250,6 +269,21 @@ class Gateway:
             self.on_state_change(what)
         except Exception:
             logger.exception("gateway on_state_change callback failed")
+
+    @property
+    def guard(self) -> Any:
+        """The HTTP guard's policy (Host, Origin, body limits) for this gateway's servers."""
+        if self._guard_policy is None:
+            from agentenv_local.http_guard import GuardPolicy
+
+            self._guard_policy = GuardPolicy.from_settings(self.allowed_hosts, self.allowed_origins)
+        return self._guard_policy
+
+    def is_admin(self, headers: Any) -> bool:
+        """Whether a request may use the control plane: it bears the admin token, or the gateway has none."""
+        from .rbac import bearer_from
+
+        return self.admin_token is None or self.access.is_admin(bearer_from(headers))
 
     def change_access(self, action: str, body: Any) -> dict:
         answer = self.access.change(action, body)

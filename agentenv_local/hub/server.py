@@ -211,6 +211,7 @@ class Hub:
             "envs.instances": self._op_envs_instances,
             "envs.teardown": self._op_envs_teardown,
             "envs.bind_role": self._op_envs_bind_role,
+            "envs.admin_token": self._op_envs_admin_token,
             "envs.advance_clock": self._op_envs_advance_clock,  # added for the TUI (issue 6)
             "agents.deploy": self._op_agents_deploy,
             "agents.instances": self._op_agents_instances,
@@ -280,10 +281,17 @@ class Hub:
         await self.runner._finish(active, "cancelled", "cancelled after it was interrupted")
 
     def _op_envs_deploy(self, env_id: str | None = None, version: int | None = None,
-                        gateway_mode: str | None = None, resume: str | None = None, conn_id=None) -> dict:
+                        gateway_mode: str | None = None, resume: str | None = None,
+                        control_plane_auth: bool | None = None, conn_id=None) -> dict:
         future = asyncio.run_coroutine_threadsafe(
-            self.envs.deploy(env_id, version, gateway_mode=gateway_mode, resume=resume), self.loop)
+            self.envs.deploy(env_id, version, gateway_mode=gateway_mode, resume=resume,
+                             control_plane_auth=control_plane_auth), self.loop)
         return future.result(600)
+
+    def _op_envs_admin_token(self, instance_id: str, conn_id=None) -> str | None:
+        """An instance's control-plane credential (the socket is the owner's only: mode 0600)."""
+        self.envs.instance(instance_id)  # NotFoundError for an unknown instance
+        return self.envs.admin_token(instance_id)
 
     def _op_envs_instances(self, status: str | None = None, conn_id=None) -> list[dict]:
         return self.envs.instances(status)

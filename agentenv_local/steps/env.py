@@ -88,7 +88,9 @@ class DeployEnvStep(Step):
         files = ctx.artifact_files(doc)
         parts = [{"kind": "file", "file": {"name": rel, "bytes": base64.b64encode(data).decode()}}
                  for rel, data in files.items()]
-        async with httpx2.AsyncClient(timeout=120) as http:
+        from .env_control import admin_headers
+
+        async with httpx2.AsyncClient(timeout=120, headers=admin_headers(ctx, record)) as http:
             for child in record.get("children") or []:
                 r = await http.post(f"{record['gateway_url']}/svc/mcp-{child['name']}/agentenv",
                                     json={"jsonrpc": "2.0", "id": 1, "method": "data/add",

@@ -7,7 +7,8 @@
 - `apply_server_config`: call the children's behaviour-config extensions (found on their cards).
 - `snapshot_env`: `data/get` on every child -> a file-bundle artifact (one `<child>.json` per child).
 
-Each finds the env's record (left by `deploy_env`) with `ctx.deployed_env(env_id)`. See docs/tasks/steps.md.
+Each finds the env's record (left by `deploy_env`) with `ctx.deployed_env(env_id)` and sends the instance's admin
+token (held by the hub's env manager, never in the record) on every request. See docs/tasks/steps.md.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class EnvGateway:
     async def __aenter__(self) -> Self:
         import httpx2
 
-        self._http = httpx2.AsyncClient(base_url=self.base, timeout=httpx2.Timeout(self.timeout, connect=10))
+        self._http = httpx2.AsyncClient(base_url=self.base, timeout=httpx2.Timeout(self.timeout, connect=10),
+                                        headers=admin_headers(self.ctx, self.record))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -171,6 +173,13 @@ class EnvGateway:
         if status >= 300 or not isinstance(answer, dict) or "result" not in answer:
             raise RpcError(f"HTTP {status}: {message_of(answer)}")
         return answer["result"]
+
+
+def admin_headers(ctx: StepContext, record: dict) -> dict[str, str]:
+    """The control-plane credential of a deployed env instance, as request headers ({} when it has none)."""
+    manager = getattr(ctx.services, "envs", None)
+    token = manager.admin_token(record["instance_id"]) if manager is not None and record.get("instance_id") else None
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def message_of(answer: Any) -> str:

@@ -4,7 +4,8 @@ The file artifact defines `async def verify(mcp_url[, run])` (a plain function w
 `[{"id", "result": bool, "description"}]`. It runs in a separate Python process (the project's
 interpreter, so `mcp` is importable and the script can open an `mcp.Client(mcp_url)`), with `mcp_url`
 the gateway's MCP endpoint and `run` a dict: `{"prompt_id", "response", "prompt_responses", "seed",
-"env": {"id", "gateway_url", "mcp_url"}}`. Each criterion becomes a verification row
+"env": {"id", "gateway_url", "mcp_url", "admin_token"}}` (`admin_token`: the instance's control-plane
+credential for its data plane, `Authorization: Bearer ...`; None with an open control plane). Each criterion becomes a verification row
 `{criterion: description, id, result, score}` under `metadata.verifications[verifier_id]`.
 """
 
@@ -20,6 +21,7 @@ from agentenv_local.tasks.scoring import AGGREGATORS
 from agentenv_local.tasks.step import Step
 
 from . import tail
+from .env_control import admin_headers
 from .run_code import pick_script, run_script_on_host
 
 if TYPE_CHECKING:
@@ -77,7 +79,10 @@ class EnvOutcomeVerifierStep(Step):
             raise StepError(f"step {self.id!r}: cannot read artifact {self.file_artifact_id!r}: {exc.message}") from exc
         script = self._pick(files)
         where = f"{script} ({doc['id']} v{doc['version']})"
-        payload = {"mcp_url": mcp_url, "run": self._run_input(ctx, record)}
+        run = self._run_input(ctx, record)
+        # the task's own verifier may read the env's data plane: it gets the admin token (not journaled or logged)
+        run["env"]["admin_token"] = admin_headers(ctx, record).get("Authorization", "").removeprefix("Bearer ") or None
+        payload = {"mcp_url": mcp_url, "run": run}
         code, stdout, stderr, timed_out, raw = await run_script_on_host(
             self.id, files, script, "verify", json.dumps(payload, default=str).encode(), self.timeout_seconds,
             style="verify")

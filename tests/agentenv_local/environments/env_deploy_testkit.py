@@ -64,10 +64,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def rpc(url: str, method: str, params: dict) -> dict:
+def admin(session, record: dict) -> dict:
+    """The headers that carry a deployed instance's admin token (the control plane's credential)."""
+    return {"Authorization": f"Bearer {session.hub.envs.admin_token(record['instance_id'])}"}
+
+
+def rpc(url: str, method: str, params: dict, headers: dict | None = None) -> dict:
     import httpx2
 
-    r = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30)
+    r = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30,
+                    headers=headers)
     return r.json()
 
 

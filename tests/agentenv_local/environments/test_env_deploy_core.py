@@ -6,6 +6,7 @@ import httpx2
 import pytest
 from env_deploy_testkit import (
     EXAMPLES,
+    admin,
     call_tool,
     on_hub,
     pid_alive,
@@ -77,7 +78,7 @@ def test_multi_env_mail_and_crm(session):
     assert children == ["mail", "crm"]
     for name in ("mail", "crm"):
         answer = rpc(f"{record['gateway_url']}/svc/mcp-{name}/agentenv", "data/add",
-                     {"parts": [{"kind": "data", "data": seed(name)}]})
+                     {"parts": [{"kind": "data", "data": seed(name)}]}, headers=admin(session, record))
         assert answer.get("result") == {}, answer
     state = httpx2.get(record["gateway_url"] + "/state", timeout=10).json()
     tools = {s["name"]: [t["name"] for t in s["tools"]] for s in state["mcp_servers"]}
@@ -194,7 +195,7 @@ def test_advance_clock_moves_a_frozen_clock_and_fires_what_came_due(session):
     with pytest.raises(Exception, match="cannot advance the clock") as unarmed:
         on_hub(session, envs.advance_clock(instance_id, 60))
     assert "armed" in str(unarmed.value)
-    with httpx2.Client(base_url=record["gateway_url"], timeout=10) as h:
+    with httpx2.Client(base_url=record["gateway_url"], timeout=10, headers=admin(session, record)) as h:
         assert h.put("/clock/set-time", json={"virtual_time": "2025-03-10T09:00:00Z", "mode": "frozen"}).is_success
         r = h.post("/triggers/register", json={"triggers": [
             {"id": "an-hour-in", "when": {"type": "time", "at": "PT1H"},

@@ -33,9 +33,14 @@ def load(path):
 
 @contextlib.contextmanager
 def gateway_serving(name, children, **options):
-    """A Gateway over `children`, served over HTTP; yields (base URL, gateway)."""
+    """A Gateway over `children`, served over HTTP; yields (base URL, gateway).
+
+    These tests check the reference's control-plane semantics, so the gateway is built with the reference's open
+    control plane (`control_plane_auth=False`) unless a test asks otherwise; the admin token is tested in
+    tests/reliability/test_control_plane.py."""
     from agentenv_local.gateway.server import Gateway
 
+    options.setdefault("control_plane_auth", False)
     gw = Gateway(name, children, **options)
     with serving_app(gw.app()) as base:
         yield base, gw
