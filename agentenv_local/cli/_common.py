@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
@@ -72,3 +73,27 @@ def serve_until_stopped(s: Any, teardown: Any) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
         teardown()
+
+
+def valid_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback for --id options: an id is stored, shown and used in keys, so refuse what breaks that."""
+    from agentenv_local.inputs import id_problem, shorten
+
+    if value is not None and (why := id_problem(value)):
+        raise click.BadParameter(f"{shorten(value)} cannot be an id: {why}")
+    return value
+
+
+def stored_list(doc: dict, key: str) -> list | None:
+    """`doc["body"][key]` when it is a list, else None: a stored body of the wrong shape is shown, not a crash."""
+    body = doc.get("body")
+    value = body.get(key) if isinstance(body, dict) else None
+    return value if isinstance(value, list) else None
+
+
+def malformed(doc: dict, what: str, key: str):
+    """The error for a stored document whose body has no usable `key` list."""
+    from agentenv_local.errors import ValidationError
+
+    return ValidationError(f"{what} {doc.get('id')} v{doc.get('version')} is malformed in the store: its body has no "
+                           f"'{key}' list", hint=f"store a good version with `agentenv {what} create FILE --id ID`")

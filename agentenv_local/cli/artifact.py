@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import ago, echo_json, session, table
+from ._common import ago, echo_json, session, table, valid_id
 
 
 @click.group()
@@ -16,7 +16,7 @@ def artifact():
 
 @artifact.command("put")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--id", "artifact_id", required=True, help="The artifact id.")
+@click.option("--id", "artifact_id", required=True, callback=valid_id, help="The artifact id.")
 @click.option("--type", "artifact_type", type=click.Choice(["file", "file_artifact_universe"]),
               help="Default: file for a file, file_artifact_universe for a folder.")
 @click.option("--description", default="")
@@ -30,12 +30,44 @@ def put(path, artifact_id, artifact_type, description, follow_external_links):
         files = read_folder(path, follow_external_links=follow_external_links)
         artifact_type = artifact_type or BUNDLE
     else:
-        files = {path.name: path.read_bytes()}
+        files = {path.name: _read_one(path)}
         artifact_type = artifact_type or FILE
+    _check_names(files)
     with session() as s:
         doc = put_artifact(s.store, artifact_id, files, artifact_type=artifact_type, description=description)
     click.echo(f"Created {artifact_type} {artifact_id} v{doc['version']} ({len(files)} file"
                f"{'s' if len(files) != 1 else ''}, {sum(len(b) for b in files.values())} bytes).")
+
+
+def _read_one(path: Path) -> bytes:
+    from agentenv_local.errors import ValidationError
+    from agentenv_local.untrusted import UntrustedInputError, read_file
+
+    try:  # a FIFO or /dev/zero would never end
+        return read_file(path, what=str(path), max_bytes=MAX_FILE_BYTES)
+    except UntrustedInputError as exc:
+        raise ValidationError(str(exc), hint="give a regular file, or a folder of them") from None
+
+
+def _check_names(files: dict[str, bytes]) -> None:
+    """File names become object keys and stored text: refuse ones that are not valid UTF-8."""
+    from agentenv_local.errors import ValidationError
+
+    bad = [name.encode("utf-8", "backslashreplace").decode() for name in files if not _is_text(name)]
+    if bad:
+        raise ValidationError(f"{len(bad)} file name(s) are not valid UTF-8; nothing was written",
+                              problems=bad[:20], hint="rename them (e.g. with `convmv`), then put again")
+
+
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+MAX_FILE_BYTES = 1 << 31
 
 
 @artifact.command("get")
@@ -77,10 +109,15 @@ def list_artifacts(artifact_type, limit, as_json):
         q.where("type", "eq", artifact_type)
     with session() as s:
         docs = s.store.documents.query(q)
-    rows = [{"id": d["id"], "version": d["version"], "type": d["body"].get("type"),
-             "files": len(d["body"].get("files") or {}), "created_at": d["created_at"]} for d in docs]
+    rows = []
+    for d in docs:  # a body of the wrong shape (written by hand or an older version) shows, never crashes
+        body = d["body"] if isinstance(d.get("body"), dict) else {}
+        files = body.get("files")
+        rows.append({"id": d["id"], "version": d["version"], "type": body.get("type") or "invalid",
+                     "files": len(files) if isinstance(files, dict) else None, "created_at": d["created_at"]})
     if as_json:
         echo_json(rows)
         return
-    table([[r["id"], f"v{r['version']}", r["type"], str(r["files"]), ago(r["created_at"])] for r in rows],
+    table([[r["id"], f"v{r['version']}", str(r["type"]), "-" if r["files"] is None else str(r["files"]),
+            ago(r["created_at"])] for r in rows],
           ["ARTIFACT", "VERSION", "TYPE", "FILES", "CREATED"])

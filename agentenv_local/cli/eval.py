@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import tomllib
 from pathlib import Path
 
 import click
 
-from ._common import echo_json, session
+from agentenv_local.inputs import shorten
+
+from ._common import echo_json, malformed, session, stored_list, valid_id
 
 
 @click.group("eval")
@@ -16,50 +16,63 @@ def eval_group():
     """Create, list and run evals (sets of tasks)."""
 
 
+MAX_EVAL_ENTRIES = 10_000  # the same limit as a bundle's evals/*.toml
+
+
 def _read_eval_file(path: Path) -> list[dict]:
     from agentenv_local.errors import ValidationError
+    from agentenv_local.inputs import read_json_file, refused
+    from agentenv_local.untrusted import UntrustedInputError, parse_toml, read_file
 
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
-    except OSError as exc:
-        raise ValidationError(f"cannot read eval file {path}: {exc.strerror or exc}") from exc
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    hint = 'JSON: [{"task_id": "x", "task_version": 1}, ...]; TOML: tasks = ["x", ...]'
+    if path.suffix == ".toml":
+        try:
+            text = read_file(path, what=str(path), max_bytes=4 << 20).decode("utf-8-sig")
+            data = parse_toml(text, what=str(path))
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        except UntrustedInputError as exc:
+            raise ValidationError(refused(str(path), exc), hint=hint) from None
+    else:
+        data = read_json_file(path, hint=hint, max_bytes=4 << 20)
     entries = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
-        raise ValidationError(f"{path}: an eval is a non-empty list of tasks",
-                              hint='JSON: [{"task_id": "x", "task_version": 1}, ...]; TOML: tasks = ["x", ...]')
+        raise ValidationError(f"{path}: an eval is a non-empty list of tasks", hint=hint)
+    if len(entries) > MAX_EVAL_ENTRIES:
+        raise ValidationError(f"{path}: field 'tasks': {len(entries)} entries, over the limit of {MAX_EVAL_ENTRIES}",
+                              hint="an eval names each task once; run it with --k for repeats")
     out = []
     for i, e in enumerate(entries, start=1):
         if isinstance(e, str):
             e = {"task_id": e}
-        if not isinstance(e, dict) or not isinstance(e.get("task_id"), str):
-            raise ValidationError(f"{path}: entry {i}: needs a task_id")
+        if not isinstance(e, dict) or not isinstance(e.get("task_id"), str) or not e["task_id"]:
+            raise ValidationError(f"{path}: entry {i}: field 'task_id': missing or not a non-empty string")
         version = e.get("task_version")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
             raise ValidationError(f"{path}: entry {i}: field 'task_version': must be a positive integer, "
-                                  f"got {version!r}")
+                                  f"got {shorten(version)}")
         out.append({"task_id": e["task_id"], "task_version": e.get("task_version")})
     return out
 
 
+def _some(names: list[str], n: int = 10) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 @eval_group.command("create")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--id", "eval_id", required=True)
+@click.option("--id", "eval_id", required=True, callback=valid_id)
 def create(file, eval_id):
     """Store an eval (JSON list of {task_id, task_version?}, or TOML tasks = [...])."""
     from agentenv_local.errors import ValidationError
 
     tasks = _read_eval_file(file)
     with session() as s:
-        missing = [t["task_id"] + (f" v{t['task_version']}" if t["task_version"] else "") for t in tasks
-                   if s.store.documents.find("tasks", t["task_id"], t["task_version"]) is None]
+        wanted = dict.fromkeys((t["task_id"], t["task_version"]) for t in tasks)  # each looked up once
+        missing = [shorten(tid, 60, quote=False) + (f" v{v}" if v else "") for tid, v in wanted
+                   if s.store.documents.find("tasks", tid, v) is None]
         if missing:
-            raise ValidationError(f"{file}: unknown task(s): {', '.join(missing)}; nothing was written",
+            raise ValidationError(f"{file}: unknown task(s): {_some(missing)}; nothing was written",
                                   hint="create them first with `agentenv task create FILE --id ID`")
         doc = s.store.documents.put("evals", eval_id, {"tasks": tasks, "source": str(file.resolve())})
     click.echo(f"Created eval {eval_id} v{doc['version']} ({len(tasks)} task{'s' if len(tasks) != 1 else ''}).")
@@ -76,14 +89,15 @@ def list_evals(as_json):
     with session() as s:
         docs = s.store.documents.query(Query("evals").sort("created_at", desc=True))
     rows = [{"id": d["id"], "version": d["version"], "created_at": d["created_at"],
-             "tasks": len(d["body"].get("tasks") or [])} for d in docs]
+             "tasks": len(tasks) if (tasks := stored_list(d, "tasks")) is not None else None} for d in docs]
     if as_json:
         echo_json(rows)
         return
     if not rows:
         click.echo("No evals yet. Create one with: agentenv eval create FILE --id ID")
         return
-    table([[r["id"], f"v{r['version']}", str(r["tasks"]), ago(r["created_at"])] for r in rows],
+    table([[r["id"], f"v{r['version']}", "invalid" if r["tasks"] is None else str(r["tasks"]), ago(r["created_at"])]
+           for r in rows],
           ["EVAL", "VERSION", "TASKS", "CREATED"])
 
 
@@ -101,9 +115,12 @@ def run_eval(eval_id, version, k, concurrency, as_json):
 
     with session() as s:
         doc = s.store.documents.get("evals", eval_id, version)
+        entries = stored_list(doc, "tasks")
+        if not entries or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str) for t in entries):
+            raise malformed(doc, "eval", "tasks")
         group = f"eval-{secrets.token_hex(4)}"
         jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group)
-                for t in doc["body"]["tasks"] for _ in range(k)]
+                for t in entries for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
                         verbose_steps=False, to_stderr=as_json)
     if as_json:

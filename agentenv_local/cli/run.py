@@ -99,11 +99,8 @@ def _select(bundle, tasks, evals) -> list[str]:
         if unknown:
             raise ValidationError(f"no eval named {', '.join(unknown)} in {bundle.path}",
                                   hint=f"evals here: {', '.join(bundle.evals) or 'none'}")
-    if chosen_evals:
-        names: list[str] = []
-        for e in chosen_evals:
-            names += [t for t in bundle.evals[e].task_names if t not in names]
-        return names
+    if chosen_evals:  # each task once, however many evals name it (a dict keeps the order, and is fast)
+        return list(dict.fromkeys(t for e in chosen_evals for t in bundle.evals[e].task_names))
     return list(bundle.tasks)
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from ._common import echo_json, session
+from ._common import echo_json, malformed, session, stored_list, valid_id
 
 
 @click.group()
@@ -17,14 +16,15 @@ def task():
 
 @task.command("create")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--id", "task_id", required=True, help="The task's id in the store.")
+@click.option("--id", "task_id", required=True, callback=valid_id, help="The task's id in the store.")
 def create(file, task_id):
     """Validate a task JSON file and store it as the next version of --id."""
     from agentenv_local.bundles.materialize import _json_digest
-    from agentenv_local.tasks.model import load_task_file
+    from agentenv_local.inputs import read_json_file
+    from agentenv_local.tasks.model import parse_task
 
-    parsed = load_task_file(file, task_id)
-    steps = json.loads(file.read_text(encoding="utf-8-sig"))
+    steps = read_json_file(file)  # read once: what is stored is what was validated
+    parsed = parse_task(steps, task_id, source=str(file))
     description = ""
     if isinstance(steps, dict):
         description, steps = str(steps.get("description", "")), steps["steps"]
@@ -61,7 +61,10 @@ def get(task_id, version):
     """Print a stored task's steps as JSON."""
     with session() as s:
         doc = s.store.documents.get("tasks", task_id, version)
-    echo_json(doc["body"]["steps"])
+    steps = stored_list(doc, "steps")
+    if steps is None:
+        raise malformed(doc, "task", "steps")
+    echo_json(steps)
 
 
 @task.command("list")
@@ -74,12 +77,14 @@ def list_tasks(as_json):
 
     with session() as s:
         docs = s.store.documents.query(Query("tasks").sort("created_at", desc=True))
+    # A body of the wrong shape (written by an older version, or by hand) shows as invalid: steps None.
+    rows = [{"id": d["id"], "version": d["version"], "created_at": d["created_at"],
+             "steps": len(steps) if (steps := stored_list(d, "steps")) is not None else None} for d in docs]
     if as_json:
-        echo_json([{"id": d["id"], "version": d["version"], "created_at": d["created_at"],
-                    "steps": len(d["body"]["steps"])} for d in docs])
+        echo_json(rows)
         return
-    table([[d["id"], f"v{d['version']}", str(len(d["body"]["steps"])), ago(d["created_at"])] for d in docs],
-          ["TASK", "VERSION", "STEPS", "CREATED"])
+    table([[r["id"], f"v{r['version']}", "invalid" if r["steps"] is None else str(r["steps"]), ago(r["created_at"])]
+           for r in rows], ["TASK", "VERSION", "STEPS", "CREATED"])
 
 
 @task.command("validate")
@@ -100,7 +105,9 @@ def validate(file, task_id, version):
         return
     with session() as s:
         doc = s.store.documents.get("tasks", task_id, version)
-        parsed = parse_task(doc["body"]["steps"], task_id, source=f"task {task_id} v{doc['version']}")
+        if (steps := stored_list(doc, "steps")) is None:
+            raise malformed(doc, "task", "steps")
+        parsed = parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}")
         _check_artifacts(s, parsed, f"task {task_id} v{doc['version']}")
     click.echo(f"{task_id} v{doc['version']}: {len(parsed.steps)} steps, no problems found.")
 
@@ -125,6 +132,8 @@ def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):
     rows = read_seeds_csv(seeds) if seeds else [None]
     with session() as s:
         doc = s.store.documents.get("tasks", task_id, version)
+        if stored_list(doc, "steps") is None:
+            raise malformed(doc, "task", "steps")
         if seeds and (note := unused_columns_note(rows, [doc["body"]["steps"]])):
             click.echo(note, err=True)
         jobs = [Job(task_id, doc["version"], seed, label=task_id, overrides={"sandbox": sandbox} if sandbox else None)
