@@ -47,16 +47,16 @@ class StoreSettings(_Section):
 class RunnerSettings(_Section):
     """How much work the task runner does at once."""
 
-    concurrency: int = Field(4, ge=1, description="How many runs a command keeps in flight when --concurrency is not given.")
-    step_concurrency: int = Field(8, ge=1, description="How many ready steps of one run execute at once.")
+    concurrency: int = Field(4, ge=1, le=1000, description="How many runs a command keeps in flight when --concurrency is not given.")
+    step_concurrency: int = Field(8, ge=1, le=1000, description="How many ready steps of one run execute at once.")
 
 
 class HubSettings(_Section):
     """The hub: the one process per project that owns the store."""
 
-    start_timeout_s: float = Field(5.0, gt=0, description="How long a client waits for a hub it started to answer.")
+    start_timeout_s: float = Field(5.0, gt=0, le=600, description="How long a client waits for a hub it started to answer.")
     linger_s: float = Field(
-        0.0, ge=0,
+        0.0, ge=0, le=86400,
         description="How long a short-lived hub stays up after its own command ends when no client is attached.")
 
 
@@ -113,7 +113,7 @@ class ModelSettings(_Section):
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="`[model.headers]`: extra HTTP headers sent to `base_url` only (values may be refs).")
-    timeout_s: float = Field(120.0, gt=0, description="How long one model request may take, in seconds.")
+    timeout_s: float = Field(120.0, gt=0, le=86400, description="How long one model request may take, in seconds.")
     max_retries: int = Field(
         3, ge=0, le=20, description="How many times a model request is retried on 429, 5xx or a connection error.")
     endpoints: dict[str, dict[str, Any]] = Field(
