@@ -8,6 +8,7 @@ cycles, bad retry anchors. Nothing runs until a task validates.
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,12 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
                                 + f"; known: {', '.join(sorted(types))}")
             continue
         fields = {k: v for k, v in raw.items() if k != "type"}
+        # JSON has no inf or nan, but Python reads Infinity, NaN and 1e999 as them: no field means that.
+        bad = [f"{label} ({step_type}): field '{loc}': {value} is not a finite number"
+               for loc, value in _non_finite(fields)]
+        if bad:
+            problems += bad
+            continue
         try:
             step = cls.model_validate(fields)
         except pydantic.ValidationError as exc:
@@ -136,6 +143,17 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
     if problems:
         raise ValidationError(f"{where}: {len(problems)} problem(s); nothing was written or run", problems=problems)
     return Task(id=task_id, steps=steps, version=version, source=source, description=description, edges=edges)
+
+
+def _non_finite(value: Any, at: str = "") -> list[tuple[str, float]]:
+    """(dotted place, value) of every inf or nan inside a step's fields (nesting is already bounded)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(at or "(step)", value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in _non_finite(v, f"{at}.{k}" if at else str(k))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _non_finite(v, f"{at}.{i}")]
+    return []
 
 
 def _unknown_field(cls: type[Step], loc: str) -> str:

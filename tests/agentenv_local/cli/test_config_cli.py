@@ -99,7 +99,7 @@ def test_wrong_type_exits_1(tmp_path, monkeypatch):
     write_config(tmp_path, '[runner]\nconcurrency = "many"\n')
     result = invoke(["config", "show"], tmp_path, monkeypatch)
     assert result.exit_code == 1
-    assert "'runner.concurrency' must be an integer >= 1, got \"many\"" in result.stderr
+    assert "'runner.concurrency' must be an integer from 1 to 1000, got \"many\"" in result.stderr
 
 
 def test_malformed_toml_exits_1(tmp_path, monkeypatch):

@@ -192,7 +192,7 @@ def test_env_value_of_wrong_type_is_an_error(tmp_path, monkeypatch):
     text = info.value.render()
     assert "AGENTENV_RUNNER_CONCURRENCY" in text
     assert "runner.concurrency" in text
-    assert "an integer >= 1" in text
+    assert "an integer from 1 to 1000" in text
     assert "lots" in text
 
 
@@ -273,8 +273,8 @@ def test_several_problems_are_reported_together(tmp_path):
 @pytest.mark.parametrize(
     "toml, path, expects, shown",
     [
-        ('[runner]\nconcurrency = "8"\n', "runner.concurrency", "an integer >= 1", '"8"'),
-        ("[runner]\nconcurrency = 0\n", "runner.concurrency", "an integer >= 1", "0"),
+        ('[runner]\nconcurrency = "8"\n', "runner.concurrency", "an integer from 1 to 1000", '"8"'),
+        ("[runner]\nconcurrency = 0\n", "runner.concurrency", "an integer from 1 to 1000", "0"),
         ("[store]\nflush_interval_ms = 1\n", "store.flush_interval_ms", "an integer from 10 to 5000", "1"),
         ("[secrets]\nuse_env = 1\n", "secrets.use_env", "true or false", "1"),
         ('[task_steps]\nimpls = "a:B"\n', "task_steps.impls", "a list of", '"a:B"'),

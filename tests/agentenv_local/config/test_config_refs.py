@@ -81,7 +81,7 @@ def test_ref_into_a_typed_key_is_parsed(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKERS", "12")
     assert cfg.get("runner.concurrency") == 12
     monkeypatch.setenv("WORKERS", "many")
-    with pytest.raises(ConfigError, match="not an integer >= 1"):
+    with pytest.raises(ConfigError, match="not an integer from 1 to 1000"):
         cfg.get("runner.concurrency")
 
 

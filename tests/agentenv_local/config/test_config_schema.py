@@ -31,8 +31,8 @@ def test_every_key_has_a_description():
 def test_type_descriptions():
     by = {n.dotted: n for n in schema.leaves()}
     assert by["store.flush_interval_ms"].expects == "an integer from 10 to 5000"
-    assert by["runner.concurrency"].expects == "an integer >= 1"
-    assert by["hub.start_timeout_s"].expects == "a number > 0"
+    assert by["runner.concurrency"].expects == "an integer from 1 to 1000"
+    assert by["hub.start_timeout_s"].expects == "a number > 0 and <= 600"
     assert by["secrets.use_env"].expects == "true or false"
     assert by["model.base_url"].expects == "a string"
 
