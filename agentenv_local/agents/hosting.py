@@ -112,7 +112,10 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
     argv = [sys.executable, "-m", "agentenv_local.agents", spec, "--port", "0"]
     if config:
         argv += ["--config", json.dumps(config)]
-    env = {**os.environ, **(env_vars or {})}
+    from sandboxes.process import host_env
+
+    # A minimal environment (as sandboxed commands get) plus the agent's own env_vars: not our secrets.
+    env = {**host_env(), **(env_vars or {})}
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=True)
     hosted = HostedAgent(url="", runtime="subprocess", pid=proc.pid, _proc=proc)

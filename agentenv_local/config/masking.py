@@ -96,3 +96,27 @@ def mask_known_secrets(text: str, values: Iterable[str], *, min_length: int = 4)
     for v in unique:
         text = text.replace(v, MASK)
     return text
+
+
+def mask_known_secrets_in(value: Any, values: Sequence[str], *, min_length: int = 4) -> Any:
+    """`value` (JSON-like) with `mask_known_secrets` applied to every string in it, keys included.
+
+    Dicts and lists are changed in place (whoever holds them, such as a step still running, sees the
+    masked data) and returned; a string comes back masked.
+    """
+    values = [v for v in values if isinstance(v, str) and len(v) >= min_length]
+    if not values:
+        return value
+    if isinstance(value, str):
+        return mask_known_secrets(value, values, min_length=min_length) if any(v in value for v in values) else value
+    if isinstance(value, dict):
+        for key in list(value):
+            masked_key = mask_known_secrets_in(key, values) if isinstance(key, str) else key
+            item = mask_known_secrets_in(value[key], values)
+            if masked_key != key:
+                del value[key]
+            value[masked_key] = item
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = mask_known_secrets_in(item, values)
+    return value

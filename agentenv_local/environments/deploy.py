@@ -483,7 +483,9 @@ class EnvManager:
             argv = list(senv.command or [])
             if argv and argv[0] in ("python", "python3"):
                 argv[0] = sys.executable
-        env = {**os.environ, **senv.env_vars, "MCP_PORT": str(port), "MCP_HOST": "127.0.0.1",
+        from sandboxes.process import host_env  # a minimal environment, not our secrets
+
+        env = {**host_env(), **senv.env_vars, "MCP_PORT": str(port), "MCP_HOST": "127.0.0.1",
                "ENVIRONMENT_NAME": child_name, "PYTHONUNBUFFERED": "1"}
         env.pop(ADMIN_TOKEN_ENV, None)
         if inst.admin_token:  # its data plane requires it (the server takes it out of its environment)

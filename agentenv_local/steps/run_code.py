@@ -186,7 +186,7 @@ class RunCodeStep(Step):
         return await run_script_on_host(self.id, files, script, self.entrypoint, payload, self.timeout_seconds)
 
     async def _in_sandbox(self, ctx: "StepContext", files: dict[str, bytes], script: str, payload: bytes):
-        sandbox = await ctx.sandbox(self.sandbox_name)
+        sandbox = await ctx.sandbox(str(self.sandbox_name))  # called only when it is set
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.id)[:40]
         folder = f"{SANDBOX_SCRATCH}/{slug}-{secrets.token_hex(4)}"
         try:
@@ -230,7 +230,10 @@ async def run_script_on_host(step_id: str, files: dict[str, bytes], script: str,
         result_file = folder / "_agentenv_result.json"
         argv = [sys.executable, str(folder / "_agentenv_runner.py"), str(folder / script), entrypoint,
                 str(folder / "_agentenv_input.json"), str(result_file), str(MAX_RESULT_BYTES), style]
-        done = await run_process(argv, cwd=folder, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        # The process sandbox's minimal environment, never all of ours (API keys behind `secret:` refs).
+        from sandboxes.process import host_env
+
+        done = await run_process(argv, cwd=folder, env={**host_env(), "PYTHONDONTWRITEBYTECODE": "1"},
                                  timeout=timeout)
         raw = result_file.read_bytes() if result_file.is_file() else None
         return done.exit_code, done.stdout, done.stderr, done.timed_out, raw

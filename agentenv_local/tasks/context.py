@@ -57,7 +57,9 @@ class StepContext:
 
     # -- events -----------------------------------------------------------------------
     def emit(self, kind: str, body: dict | None = None) -> None:
-        self.store.events.append(kind, body or {}, run_id=self.run_id, step_id=self.step.id)
+        mask = getattr(self.services, "mask", None)  # a step's output may hold what a secret resolved to
+        body = mask(dict(body or {})) if mask is not None else (body or {})
+        self.store.events.append(kind, body, run_id=self.run_id, step_id=self.step.id)
 
     def log(self, message: str, **fields: Any) -> None:
         self.emit("step.log", {"message": message, **fields})

@@ -187,6 +187,7 @@ class Runner:
     async def _run(self, active: ActiveRun) -> None:
         run_id, task = active.run_id, active.task
         started = time.time()
+        self.services.refresh_secrets()
         self.store.runs.update(run_id, {"status": "running", "started_at": started})
         self.store.events.append("run.started", {"total_steps": len(task.steps), "generation": active.generation},
                                  run_id=run_id)
@@ -277,6 +278,9 @@ class Runner:
                 detail = traceback.format_exc(limit=8)
             took = time.time() - began
             status = "success" if error is None else "failure"
+            # What a step read from a secret (a script that found it) never reaches the store.
+            error, detail = self.services.mask(error), self.services.mask(detail)
+            self.services.mask(active.state)
             if error is not None and not step.fail_task_on_error:
                 active.state["metadata"].setdefault("failed_steps", []).append({"step_id": step.id, "error": error})
             # Journal the whole state after the step: enough to resume from here after a crash.
@@ -342,6 +346,8 @@ class Runner:
     async def _finish(self, active: ActiveRun, status: str, error: str | None, score: float | None = None,
                       teardown: bool = True) -> None:
         torn_down = teardown and not active.keep
+        error = self.services.mask(error)
+        self.services.mask(active.state)
         if torn_down:
             for step_id in reversed(active.executed):
                 await self._teardown_step(active, step_id)

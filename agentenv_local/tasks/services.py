@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv_local.errors import ConfigError
 from agentenv_local.paths import ProjectPaths
 from agentenv_local.plugins import registry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -22,6 +25,24 @@ class RunServices:
     _probed: dict[str, str | None] = field(default_factory=dict)
     # Why a provider earlier in the chain was passed over (shown once per run).
     sandbox_notice: str | None = None
+    # The values `secret:` refs (and secret-shaped keys) of the config resolve to: masked wherever a
+    # run writes (events, journal, results, errors). Read again when a run starts (`refresh_secrets`).
+    _secrets: list[str] = field(default_factory=list)
+
+    def refresh_secrets(self) -> None:
+        values = getattr(self.config, "secret_values", None)
+        try:
+            self._secrets = list(values()) if values is not None else []
+        except Exception:  # noqa: BLE001 - a config that cannot say keeps the values it said last time
+            log.warning("could not read the config's secret values; masking with the last ones read")
+
+    def mask(self, value: Any) -> Any:
+        """`value` with every known secret value replaced by `***` (containers changed in place)."""
+        if not self._secrets or value is None:
+            return value
+        from agentenv_local.config.masking import mask_known_secrets_in
+
+        return mask_known_secrets_in(value, self._secrets)
 
     def _unusable(self, name: str, cls: Any) -> str | None:
         """Why provider `name` cannot be used here (asked once per hub), or None."""
@@ -38,7 +59,7 @@ class RunServices:
         wanted = str(preference or self.config.get("sandbox.default") or "auto")
         chain = [n.strip() for n in wanted.replace("auto", "podman,process").split(",")]
         chain = [n for n in chain if n]
-        skipped = []
+        skipped: list[str] = []
         for i, name in enumerate(chain):
             cls = registry().get("sandbox_providers", name)
             if cls is None:

@@ -1,0 +1,131 @@
+"""Secrets and the host processes a run starts (issue 12): `run_code` on the host inherited agentenv's whole
+environment, so the env var behind a `secret:` ref reached the script and was stored unmasked in
+script_results and events. Host processes (run_code, subprocess envs, subprocess agents) get a minimal
+environment plus what the task passes explicitly, and whatever a step still finds of a secret (a
+script can read its parent's /proc/PID/environ) is masked in results, events, the journal and errors."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from pathlib import Path
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
+
+from agentenv_hub_testkit import clean_env, cli, show_json, write_bundle
+
+SNOOP = '''
+import os, sys
+
+def found():
+    """The planted key as the hub has it: from our environment if we got it, else from our parent's."""
+    if os.environ.get("PLANTED_KEY"):
+        return os.environ["PLANTED_KEY"]
+    with open(f"/proc/{os.getppid()}/environ", "rb") as f:
+        for item in f.read().split(b"\\0"):
+            if item.startswith(b"PLANTED_KEY="):
+                return item.split(b"=", 1)[1].decode()
+    return None
+
+def run(input):
+    value = found()
+    print("the key is", value)
+    if input["args"].get("fail"):
+        raise RuntimeError(f"refusing to go on with {value}")
+    return {"own_env": os.environ.get("PLANTED_KEY"), "found": value, "home_set": bool(os.environ.get("HOME"))}
+'''
+
+ENV_SERVER = '''
+import os
+from pathlib import Path
+
+from agentenv_local.env import Env, environment_card, tool
+
+Path(os.environ["PROBE"]).write_text("present" if os.environ.get("PLANTED_KEY") else "absent")
+
+
+@environment_card(name="probe")
+class Probe(Env):
+    @tool()
+    def ping(self) -> str:
+        """Answer pong."""
+        return "pong"
+'''
+
+AGENT = '''
+import os
+
+from agentenv_local.agents import Agent, TaskResult
+
+
+class Probe(Agent):
+    name = "probe"
+
+    async def run(self, request):
+        return TaskResult.text("present" if os.environ.get("PLANTED_KEY") else "absent")
+'''
+
+
+def _db_text(db: Path) -> str:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
+        return "\n".join(repr(con.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables)
+    finally:
+        con.close()
+
+
+def test_host_processes_get_no_secret_and_what_leaks_is_masked(tmp_path):
+    project = tmp_path / "proj"
+    state = project / ".agentenv"
+    state.mkdir(parents=True)
+    planted = f"sk-planted-{secrets.token_hex(12)}"
+    (state / "config.toml").write_text('[model]\napi_key = "secret:PLANTED_KEY"\n')
+    env = clean_env({"PLANTED_KEY": planted})
+    probe = tmp_path / "env-probe"
+    agent_file = tmp_path / "probe_agent.py"
+    agent_file.write_text(AGENT)
+    bundle = write_bundle(project, "sec", {"sec": [
+        {"id": "snoop", "type": "run_code", "script_artifact_id": "snoop", "depends_on": []},
+        {"id": "snoop_fails", "type": "run_code", "script_artifact_id": "snoop", "args": {"fail": True},
+         "fail_task_on_error": False, "depends_on": ["snoop"]},
+        {"id": "env", "type": "deploy_env", "env_id": "probe", "depends_on": []},
+        {"id": "agent", "type": "deploy_agent", "a2a_agent_id": f"{agent_file}:Probe", "agent_name": "probe",
+         "runtime": "subprocess", "depends_on": []},
+        {"id": "ask", "type": "prompt_agent", "agent_name": "probe", "prompt": "do you see it?",
+         "depends_on": ["agent"]},
+    ]}, artifacts={"snoop": {"snoop.py": SNOOP}})
+    (bundle / "envs" / "probe").mkdir(parents=True)
+    (bundle / "envs" / "probe" / "env.toml").write_text(
+        f'module = "server.py:Probe"\nrun_as = "subprocess"\n[env_vars]\nPROBE = "{probe}"\n')
+    (bundle / "envs" / "probe" / "server.py").write_text(ENV_SERVER)
+
+    done = cli(project, "-vv", "run", "./sec", "--json", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert planted not in done.stdout + done.stderr
+    run = json.loads(done.stdout)[0]
+    run_id = run["run_id"]
+
+    # Not passed on: the script, the env's server and the agent saw no PLANTED_KEY.
+    results = run["context"]["metadata"]["script_results"]["snoop"]
+    assert results["own_env"] is None and results["home_set"] is True
+    assert probe.read_text() == "absent"
+    assert run["context"]["prompt_responses"][0]["response"] == "absent"
+
+    # What the script dug up anyway is masked: its result, its printout (an event), its error.
+    assert results["found"] == "***"
+    failed = run["context"]["metadata"]["failed_steps"]
+    assert failed[0]["step_id"] == "snoop_fails" and "refusing to go on with ***" in failed[0]["error"]
+    shown = show_json(project, run_id, env=env)
+    assert planted not in json.dumps(shown)
+    assert "refusing to go on with ***" in shown["steps"]["snoop_fails"]["error"]
+
+    # Nowhere in the store (events, journal, run record) or the project's files.
+    assert planted not in _db_text(state / "store.duckdb")
+    for path in state.rglob("*"):
+        if path.is_file() and path.suffix != ".duckdb":
+            assert planted.encode() not in path.read_bytes(), path
