@@ -179,9 +179,8 @@ def _bad_names(root: Path) -> list[str]:
             try:
                 name.encode("utf-8")
             except UnicodeEncodeError:
-                rel = os.path.relpath(os.path.join(folder, name), root)
-                out.append(f"{rel.encode('utf-8', 'backslashreplace').decode()}: the name is not valid UTF-8; "
-                           "rename it")
+                rel = os.fsencode(os.path.relpath(os.path.join(folder, name), root))  # the bytes on disk
+                out.append(f"{rel.decode('utf-8', 'backslashreplace')}: the name is not valid UTF-8; rename it")
     return out
 
 
@@ -427,7 +426,7 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
             out.append(raw)
             continue
         raw = dict(raw)
-        cls = types.get(raw.get("type"))
+        cls = types.get(raw["type"]) if isinstance(raw.get("type"), str) else None
         for field_name in getattr(cls, "artifact_ref_fields", ()):
             value = raw.get(field_name)
             if isinstance(value, str) and value in bundle.artifacts:

@@ -37,7 +37,7 @@ def _read_eval_file(path: Path) -> list[dict]:
         data = read_json_file(path, hint=hint, max_bytes=4 << 20)
     entries = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
-        raise ValidationError(f"{path}: an eval is a non-empty list of tasks", hint=hint)
+        raise ValidationError(f"{path}: field 'tasks': an eval is a non-empty list of tasks", hint=hint)
     if len(entries) > MAX_EVAL_ENTRIES:
         raise ValidationError(f"{path}: field 'tasks': {len(entries)} entries, over the limit of {MAX_EVAL_ENTRIES}",
                               hint="an eval names each task once; run it with --k for repeats")
@@ -46,10 +46,10 @@ def _read_eval_file(path: Path) -> list[dict]:
         if isinstance(e, str):
             e = {"task_id": e}
         if not isinstance(e, dict) or not isinstance(e.get("task_id"), str) or not e["task_id"]:
-            raise ValidationError(f"{path}: entry {i}: field 'task_id': missing or not a non-empty string")
+            raise ValidationError(f"{path}: 'tasks' entry {i}: field 'task_id': missing or not a non-empty string")
         version = e.get("task_version")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
-            raise ValidationError(f"{path}: entry {i}: field 'task_version': must be a positive integer, "
+            raise ValidationError(f"{path}: 'tasks' entry {i}: field 'task_version': must be a positive integer, "
                                   f"got {shorten(version)}")
         out.append({"task_id": e["task_id"], "task_version": e.get("task_version")})
     return out
@@ -72,7 +72,7 @@ def create(file, eval_id):
         missing = [shorten(tid, 60, quote=False) + (f" v{v}" if v else "") for tid, v in wanted
                    if s.store.documents.find("tasks", tid, v) is None]
         if missing:
-            raise ValidationError(f"{file}: unknown task(s): {_some(missing)}; nothing was written",
+            raise ValidationError(f"{file}: unknown task(s) in 'tasks': {_some(missing)}; nothing was written",
                                   hint="create them first with `agentenv task create FILE --id ID`")
         doc = s.store.documents.put("evals", eval_id, {"tasks": tasks, "source": str(file.resolve())})
     click.echo(f"Created eval {eval_id} v{doc['version']} ({len(tasks)} task{'s' if len(tasks) != 1 else ''}).")

@@ -116,6 +116,8 @@ def discover(state_dir: Path, environ: Mapping[str, str]) -> Path | None:
     if named:
         path = Path(named).expanduser()
         path = path if path.is_absolute() else Path.cwd() / path
+        if str(path) == os.devnull:  # the usual way to say "no config file at all"
+            return None
         problem = _not_a_config_file(path)
         if problem:
             raise ConfigError(f"AGENTENV_CONFIG points to {problem}: {path}",

@@ -143,7 +143,7 @@ def load_env_folder(folder: Path) -> tuple[McpServerEnv | MultiEnv, dict, str | 
     """Read `folder/env.toml` -> (the validated env, its raw table, its declared id or None)."""
     toml_path = folder / "env.toml"
     where = f"envs/{folder.name}/env.toml"
-    if not toml_path.is_file():
+    if not toml_path.exists() and not toml_path.is_symlink():  # a folder or a FIFO is reported when read
         raise ValidationError(f"envs/{folder.name}: no env.toml",
                               hint='add env.toml with at least module = "server.py:ClassName"')
     from agentenv_local.inputs import refused

@@ -56,7 +56,7 @@ class VerifySandboxStep(Step):
     def config_problems(self) -> list[str]:
         problems = criteria_shape_problems(self.criteria)
         for i, c in enumerate(self.criteria):
-            if not isinstance(c, dict) or c.get("type") not in REQUIRED_KEYS:
+            if not isinstance(c, dict) or not isinstance(c.get("type"), str) or c["type"] not in REQUIRED_KEYS:
                 continue  # unknown types are skipped at run time
             where = f"criteria[{i}] ({c['type']})"
             for key in REQUIRED_KEYS[c["type"]]:

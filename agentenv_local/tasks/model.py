@@ -116,7 +116,7 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
                 problems.append(f"{label}: field 'type': missing")
             else:
                 reason = registry().failure("task_steps", str(step_type))
-                problems.append(f"{label}: field 'type': {step_type!r} is not a known step type"
+                problems.append(f"{label}: field 'type': {shorten(step_type)} is not a known step type"
                                 + (f" (its plugin failed to load: {reason})" if reason else "")
                                 + f"; known: {', '.join(sorted(types))}")
             continue
@@ -135,7 +135,12 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
                 msg = _unknown_field(cls, loc) if err["type"] == "extra_forbidden" else err["msg"]
                 problems.append(f"{label} ({step_type}): field '{loc}': {msg}")
             continue
-        problems += [f"{label} ({step_type}): {p}" for p in step.config_problems()]
+        try:
+            problems += [f"{label} ({step_type}): {p}" for p in step.config_problems()]
+        except Exception as exc:  # noqa: BLE001 - a step type's own checks (a plugin's too) tripped on a bad value
+            problems.append(f"{label} ({step_type}): a field has a value of the wrong shape "
+                            f"({type(exc).__name__}: {shorten(str(exc), 120, quote=False)}); "
+                            "compare it with the step's fields in the docs")
         steps.append(step)
     # The graph is checked even when some steps are broken, so every problem is reported at once;
     # a dependency on a step that failed to parse is not reported again.
@@ -187,12 +192,12 @@ def _check_graph(steps: list[Step], problems: list[str], every_id: list[str] | N
             if dep in position and dep not in parsed:
                 continue  # that step's own problems are already listed
             if dep not in position:
-                problems.append(f"step {s.id!r}: field 'depends_on': {dep!r} is not a step of this task")
+                problems.append(f"step {s.id!r}: field 'depends_on': {shorten(dep)} is not a step of this task")
             elif dep == s.id:
                 problems.append(f"step {s.id!r}: field 'depends_on': a step cannot depend on itself (cycle)")
             elif position[dep] > i:
                 kind = "cycle" if _reaches(steps, position, dep, s.id) else "forward reference"
-                problems.append(f"step {s.id!r}: field 'depends_on': {dep!r} comes later in the task ({kind}); "
+                problems.append(f"step {s.id!r}: field 'depends_on': {shorten(dep)} comes later in the task ({kind}); "
                                 "list steps after the ones they depend on")
             else:
                 deps.append(dep)
@@ -201,7 +206,7 @@ def _check_graph(steps: list[Step], problems: list[str], every_id: list[str] | N
     for s in steps:
         anchor = s.retry_config.retry_from_step_id if s.retry_config else None
         if anchor and complete and anchor != s.id and anchor not in ancestors(edges, s.id):
-            problems.append(f"step {s.id!r}: field 'retry_config.retry_from_step_id': {anchor!r} must be the step "
+            problems.append(f"step {s.id!r}: field 'retry_config.retry_from_step_id': {shorten(anchor)} must be the step "
                             "itself or one it depends on")
     return edges
 

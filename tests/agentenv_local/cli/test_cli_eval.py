@@ -17,7 +17,7 @@ def test_create_with_unknown_task_writes_nothing(project, steps_factory):
     before = project.stored()
     project.write_json("e.json", [{"task_id": "ok"}, {"task_id": "ghost"}, {"task_id": "ok", "task_version": 7}])
     proc = project.cli("eval", "create", "e.json", "--id", "E", code=1)
-    assert "e.json: unknown task(s): ghost, ok v7; nothing was written" in proc.stderr
+    assert "e.json: unknown task(s) in 'tasks': ghost, ok v7; nothing was written" in proc.stderr
     assert "agentenv task create" in proc.stderr
     assert project.stored() == before
     assert project.json("eval", "list") == []
@@ -47,7 +47,7 @@ def test_bad_eval_files(project, steps_factory):
     project.write("bad.json", "[{")
     assert "bad.json: not valid JSON" in project.cli("eval", "create", "bad.json", "--id", "E", code=1).stderr
     project.write_json("noid.json", [{"task": "x"}])
-    assert "entry 1: needs a task_id" in project.cli("eval", "create", "noid.json", "--id", "E", code=1).stderr
+    assert "entry 1: field 'task_id': missing" in project.cli("eval", "create", "noid.json", "--id", "E", code=1).stderr
     project.write_json("ver.json", [{"task_id": "x", "task_version": "one"}])
     err = project.cli("eval", "create", "ver.json", "--id", "E", code=1).stderr
     assert "entry 1: field 'task_version': must be a positive integer" in err
