@@ -127,6 +127,14 @@ class DeployAgentStep(Step):
             return [f"the tool-loop agent needs a model: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")]
         return []
 
+    def lost_on_resume(self, state: dict, services: Any) -> bool:
+        """Its agent is gone: one this hub process did not start (an earlier hub's) is not served any more,
+        or serves without the setup and connections the run gave it; an agent at a2a_url is someone else's."""
+        for record in state.get("deployed_agents", []):
+            if record.get("step_id") == self.id and not record.get("torn_down"):
+                return record.get("runtime") != "url" and record.get("instance_id") not in _HOSTED
+        return False
+
     async def execute(self, ctx: "StepContext") -> None:
         from agentenv_local.agents import registry
         from agentenv_local.agents.client import A2AClient
@@ -474,6 +482,8 @@ class PromptAgentStep(Step):
             return [], None
         events = list(page.get("trajectory") or page.get("events") or [])
         key = f"runs/{ctx.run_id}/trajectories/{prompt_id}.json"
+        if ctx.store.objects.exists(key):  # this step runs again (a retry, a resume): objects are write-once
+            key = f"runs/{ctx.run_id}/trajectories/{prompt_id}.{uuid.uuid4().hex[:8]}.json"
         ctx.store.objects.put(key, json.dumps(events, default=str).encode(), "application/json")
         return events, key
 

@@ -50,6 +50,17 @@ class DeployEnvStep(Step):
             problems.append("artifact_version: give artifact_id too")
         return problems
 
+    def lost_on_resume(self, state: dict, services: Any) -> bool:
+        """Its instance is gone: a hub that stops (or dies) takes its env instances with it."""
+        for record in state.get("deployed_envs", []):
+            if record.get("step_id") == self.id and not record.get("torn_down"):
+                try:
+                    return services.envs is None or services.envs.instance(record["instance_id"]).get(
+                        "status") != "running"
+                except AgentenvError:
+                    return True
+        return False
+
     async def execute(self, ctx: StepContext) -> None:
         manager = ctx.services.envs
         if manager is None:

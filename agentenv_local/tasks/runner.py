@@ -19,7 +19,10 @@ from typing import Any
 from agentenv_local.errors import AgentenvError, NotFoundError, ValidationError
 
 from .context import StepContext, new_state
-from .model import Task, ancestors as _ancestors, parse_task
+from .model import Task, parse_task
+from .model import ancestors as _ancestors
+from .resume import forget as forget_lost
+from .resume import plan as resume_plan
 from .seeds import apply_seed
 from .services import RunServices
 
@@ -125,22 +128,20 @@ class Runner:
                                   hint="start a new run with `agentenv task run` or `agentenv run`")
         task = self.load_task(run["task_id"], run["task_version"], run.get("seed"))
         generation = int(run.get("generation", 0)) + 1
-        journal = self.store.runs.journal(run_id)
-        if run.get("torn_down"):
-            # What the run deployed is gone: run deploying steps, and all that depend on them, again.
-            redo = {s.id for s in task.steps
-                    if s.deploys or any(task.step(a).deploys for a in _ancestors(task.edges, s.id))}
-            journal = [e for e in journal if e["step_id"] not in redo]
-        state, done, executed = _replay_journal(journal, task)
-        # A step that failed is tried again; only successes are kept.
+        state, done, executed = _replay_journal(self.store.runs.journal(run_id), task)
+        # A step that failed is tried again; only successes are kept, unless what they did is gone.
         done = {sid: st for sid, st in done.items() if st == "success"}
+        lost, redo = resume_plan(task, state, set(done), self.services, bool(run.get("torn_down")))
+        forget_lost(state, lost, redo)
+        done = {sid: st for sid, st in done.items() if sid not in redo}
         if run["status"] == "failed" and len(done) == len(task.steps):
             raise ValidationError(f"run {run_id} finished every step; its score is final",
                                   hint="start a new run to try again")
         self.store.runs.update(run_id, {"status": "queued", "owner": self.owner, "generation": generation,
                                         "error": None, "finished_at": None, "resumed_at": time.time(),
                                         "torn_down": False})
-        self.store.events.append("run.resumed", {"generation": generation, "done_steps": sorted(done)}, run_id=run_id)
+        self.store.events.append("run.resumed", {"generation": generation, "done_steps": sorted(done),
+                                                 "lost_steps": lost, "redo_steps": sorted(redo)}, run_id=run_id)
         active = ActiveRun(run_id, task, state, done=done, executed=executed, generation=generation,
                            keep=bool(run.get("keep")))
         self._start(active)

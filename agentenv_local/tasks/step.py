@@ -38,6 +38,9 @@ class Step(BaseModel):
     # True for steps that create something their teardown removes (a sandbox, an env, an agent):
     # resuming a run that was already torn down runs them, and what depends on them, again.
     deploys: ClassVar[bool] = False
+    # True for steps that only read and record (verifiers, judges, snapshots): a resume keeps their
+    # recorded result even when something they looked at has to be deployed again (tasks/resume.py).
+    records_only: ClassVar[bool] = False
 
     id: str = Field(min_length=1)
     version: int | None = None
@@ -62,6 +65,12 @@ class Step(BaseModel):
         before any step runs): e.g. a model endpoint for a role. `config` has `.get("a.b")`; `overrides` are
         the run's own settings (`--agent`, `--sandbox`)."""
         return []
+
+    def lost_on_resume(self, state: dict, services: Any) -> bool:
+        """For a deploying step that completed before its run stopped: is what it deployed gone (it
+        lived in a hub that died)? `state` is the run's state from its journal. Then a resume runs
+        it again (tasks/resume.py)."""
+        return False
 
     async def execute(self, ctx: "StepContext") -> None:  # pragma: no cover - abstract
         raise NotImplementedError(f"step type {self.type!r} does not implement execute()")
