@@ -83,8 +83,8 @@ def test_kill9_of_the_hub_after_deploys_then_resume_finishes_every_run(project):
             hub_pid = hub_info(project)["pid"]
         bg = Background(project, "run", "./support")
         try:
-            wait_until(lambda: f"step {point} passed" in bg.stdout or not bg.alive(), timeout=60, interval=0.005,
-                       what=f"step {point} to pass")
+            wait_until(lambda b=bg, p=point: f"step {p} passed" in b.stdout or not b.alive(), timeout=60,
+                       interval=0.005, what=f"step {point} to pass")
             time.sleep(delay)
             victim = hub_pid or bg.pid
             if Path(f"/proc/{victim}").exists():
