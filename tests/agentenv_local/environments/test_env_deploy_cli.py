@@ -82,11 +82,13 @@ def test_rbac_and_triggers_survive_a_hub_restart(tmp_path):
     out = cli(project, "env", "deploy", "--id", "echo", "--json", check=True, timeout=120).stdout
     record = json.loads(out[: out.rindex("}") + 1])
     gw = record["gateway_url"]
-    r = httpx2.post(gw + "/tools/disable", json={"role": "intern", "tools": ["fail"]}, timeout=10)
+    token = cli(project, "env", "instances", record["instance_id"], "--admin-token", check=True).stdout.strip()
+    admin = {"Authorization": f"Bearer {token}"}  # the control plane's credential
+    r = httpx2.post(gw + "/tools/disable", json={"role": "intern", "tools": ["fail"]}, timeout=10, headers=admin)
     assert r.status_code == 200, r.text
     spec = {"triggers": [{"id": "mirror", "when": {"type": "action", "tool": "whoami"},
                           "actions": [{"type": "tool", "tool": "echo", "args": {"text": "seen"}}]}]}
-    r = httpx2.post(gw + "/triggers/register", json=spec, timeout=10)
+    r = httpx2.post(gw + "/triggers/register", json=spec, timeout=10, headers=admin)
     assert r.status_code == 200 and r.json()["ok"], r.text
     child_pid = record["children"][0]["pid"]
     hub_pid = hub_info(project)["pid"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from env_deploy_testkit import EXAMPLES, on_hub, put_env, rpc
+from env_deploy_testkit import EXAMPLES, admin, on_hub, put_env, rpc
 
 
 def test_deploy_env_step_loads_an_artifact_and_tears_down(session):
@@ -19,7 +19,7 @@ def test_deploy_env_step_loads_an_artifact_and_tears_down(session):
     [record] = state["deployed_envs"]
     assert record["step_id"] == "env" and record["metadata"] == {"purpose": "test"}
     assert ctx.deployed_env("echo") is record
-    exported = rpc(record["gateway_url"] + "/svc/mcp-echo/agentenv", "data/get", {})
+    exported = rpc(record["gateway_url"] + "/svc/mcp-echo/agentenv", "data/get", {}, headers=admin(session, record))
     assert {"file": "hello.txt", "size": 11} in exported["result"]["parts"][0]["data"]["loaded"], exported
 
     on_hub(session, step.execute(ctx))  # a retry replaces its instance

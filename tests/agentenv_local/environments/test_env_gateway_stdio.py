@@ -41,7 +41,9 @@ def test_an_editor_reaches_a_deployed_env_over_stdio_with_its_role(tmp_path):
         names, result = _stdio_session(project, record["instance_id"][:10])  # a unique prefix will do
         assert "echo" in names and result.content[0].text == "over stdio" and not result.is_error
 
-        with httpx2.Client(timeout=30) as http:  # RBAC applies to the role the bridge was started with
+        token = cli(project, "env", "instances", record["instance_id"], "--admin-token", check=True).stdout.strip()
+        with httpx2.Client(timeout=30, headers={"Authorization": f"Bearer {token}"}) as http:
+            # RBAC applies to the role the bridge was started with
             http.post(record["gateway_url"] + "/tools/disable", json={"role": "alice", "tools": ["echo"]})
         names, result = _stdio_session(project, record["instance_id"], "--role", "alice")
         assert "echo" not in names

@@ -376,7 +376,7 @@ def _serving_with_protocol(gw):
 
 def _request(body, headers=None, path="/mcp", method="POST"):
     data = json.dumps(body).encode() if body is not None else b""
-    lines = [f"{method} {path} HTTP/1.1", "host: t", "content-type: application/json",
+    lines = [f"{method} {path} HTTP/1.1", "host: 127.0.0.1", "content-type: application/json",
              "accept: application/json, text/event-stream", f"mcp-protocol-version: {V}",
              *(f"{k}: {v}" for k, v in (headers or {}).items()), f"content-length: {len(data)}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
@@ -632,7 +632,7 @@ def test_a_registered_trigger_sends_calls_the_task_path(echo_url):
         _exchange(s, f, "echo", {"text": "warm"}, 1)  # opens the pooled connection to the child
         _exchange(s, f, "echo", {"text": "warm"}, 1)
         assert counts["direct"] == 1
-        rest = http(f"http://127.0.0.1:{port}")
+        rest = http(f"http://127.0.0.1:{port}", Authorization=f"Bearer {gw.admin_token}")
         spec = {"id": "on-echo", "when": {"type": "action", "tool": "echo"},
                 "actions": [{"type": "tool", "tool": "call_count", "args": {}}]}
         assert rest.post("/triggers/register", json={"triggers": [spec]}).status_code == 200
