@@ -267,8 +267,11 @@ def serve_http(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, announce: 
 
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(), log_level="warning", lifespan="on", access_log=False,
-                                           timeout_graceful_shutdown=3))
+    from agentenv_local.env.app import guarded
+
+    # behind the HTTP guard (Host, Origin, body size), like every server agentenv starts
+    server = uvicorn.Server(uvicorn.Config(guarded(build_app(), [host]), log_level="warning", lifespan="on",
+                                           access_log=False, timeout_graceful_shutdown=3))
     if announce:
         shown = f"[{host}]" if ":" in host else host
         print(f"agentenv docs serving on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)

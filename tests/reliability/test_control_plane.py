@@ -238,6 +238,9 @@ def test_deep_nesting_is_a_400_not_a_500(gateway):
             assert r.status_code == 400, (path, r.status_code)
         r = h.post("/agentenv", content=deep, headers={"content-type": "application/json"})
         assert r.status_code == 200 and r.json()["error"]["code"] == -32700
+        r = h.post("/mcp", content='{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": ' + deep + "}",
+                   headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32700  # the mcp stack's own bound
         r = h.post("/svc/mcp-sub/agentenv", content=deep, headers={"content-type": "application/json"})
         assert r.status_code == 200 and r.json()["error"]["code"] == -32700
         assert h.get("/state").status_code == 200
@@ -333,3 +336,12 @@ def test_a_deployed_instance_keeps_its_token_out_of_records_events_and_listings(
         assert r.status_code == 200  # the reference's open control plane, asked for in env.toml
     finally:
         session.close()
+
+
+def test_the_docs_server_over_http_refuses_a_foreign_host(tmp_path):
+    argv = [agentenv_exe(), "docs", "serve", "--http", "--port", "0"]
+    with announced_subprocess(argv, what="docs server", cwd=tmp_path) as (url, _):
+        base = url.removesuffix("/mcp")
+        assert httpx2.get(base + "/ready", timeout=30).status_code == 200
+        assert httpx2.get(base + "/ready", headers=EVIL, timeout=30).status_code == 421
+        assert httpx2.get(base + "/ready", headers={"Origin": "null"}, timeout=30).status_code == 403
