@@ -251,7 +251,7 @@ def test_unknown_section_suggests_the_closest(tmp_path):
         load_config(tmp_path)
     text = info.value.render()
     assert "unknown section 'plugin'" in text
-    assert "store, runner, hub, sandbox, agents, secrets, model, task_steps, plugins" in text
+    assert "store, runner, hub, sandbox, agents, secrets, model, task_steps, security, plugins" in text
     assert "did you mean 'plugins'" in text
 
 
