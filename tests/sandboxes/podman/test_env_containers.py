@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "environments"))
 sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "hub"))
 
-from env_deploy_testkit import EXAMPLES, call_tool, hub_session, on_hub, put_env, result_text, rpc  # noqa: I001
+from env_deploy_testkit import EXAMPLES, admin, call_tool, hub_session, on_hub, put_env, result_text, rpc  # noqa: I001
 
 pytestmark = [pytest.mark.podman,
               # With AGENTENV_REQUIRE_PODMAN=1 (CI) the conftest's podman_base_image fails instead.
@@ -209,7 +209,7 @@ def deployed(request, session, env_images):
         assert instance_containers(record["instance_id"]) == []
 
 
-def test_echo_env_answers_the_same_wherever_it_runs(deployed):
+def test_echo_env_answers_the_same_wherever_it_runs(deployed, session):
     import asyncio
 
     from mcp import Client
@@ -229,12 +229,13 @@ def test_echo_env_answers_the_same_wherever_it_runs(deployed):
     assert result_text(said) == "same everywhere"
     assert failed.is_error and failed.structured_content["code"] == "nope"
     plane = record["gateway_url"] + "/svc/mcp-echo/agentenv"
-    assert rpc(plane, "data/add", {"parts": [{"kind": "data", "data": {"k": 1}}]})["result"] == {}
-    exported = rpc(plane, "data/get", {})["result"]["parts"][0]["data"]
+    token = admin(session, record)  # the data plane is the control plane's: it takes the admin token
+    assert rpc(plane, "data/add", {"parts": [{"kind": "data", "data": {"k": 1}}]}, token)["result"] == {}
+    exported = rpc(plane, "data/get", {}, token)["result"]["parts"][0]["data"]
     assert exported == {"loaded": [{"k": 1}], "calls": 1}
 
 
-def test_notes_env_answers_the_same_wherever_it_runs(deployed):
+def test_notes_env_answers_the_same_wherever_it_runs(deployed, session):
     record = deployed("notes")
     _names, added = call_tool(record["mcp_url"], "add_note", {"title": "Groceries", "body": "eggs", "tags": ["home"]})
     assert added.structured_content["title"] == "Groceries" and added.structured_content["tags"] == ["home"]
@@ -242,7 +243,7 @@ def test_notes_env_answers_the_same_wherever_it_runs(deployed):
     assert {"add_note", "list_notes", "get_note", "search_notes", "delete_note"} <= set(names)
     assert [n["title"] for n in listed.structured_content["result"]] == ["Groceries"]
     plane = record["gateway_url"] + "/svc/mcp-notes/agentenv"
-    notes = rpc(plane, "data/get", {})["result"]["parts"][0]["data"]["notes"]
+    notes = rpc(plane, "data/get", {}, admin(session, record))["result"]["parts"][0]["data"]["notes"]
     assert [(n["title"], n["body"]) for n in notes] == [("Groceries", "eggs")]
 
 
