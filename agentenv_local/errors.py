@@ -53,15 +53,29 @@ class StepError(AgentenvError):
     """A step failed while running."""
 
 
+class StoreError(AgentenvError):
+    """The store's file cannot be used: the disk is full, or the file is damaged."""
+
+
 class CancelledError(AgentenvError):
     exit_code = 130
 
 
 _WIRE_TYPES = {cls.__name__: cls for cls in (AgentenvError, ConfigError, ValidationError, NotFoundError,
-                                             ConflictError, HubError, StepError, CancelledError)}
+                                             ConflictError, HubError, StepError, StoreError,
+                                             CancelledError)}
 
 
 def from_wire(payload: dict) -> AgentenvError:
     """Rebuild an error raised in the hub so the client raises the same type."""
     cls = _WIRE_TYPES.get(payload.get("type", ""), AgentenvError)
     return cls(payload.get("message", "unknown error"), hint=payload.get("hint"), problems=payload.get("problems"))
+
+
+def printable(text: str) -> str:
+    """`text` safe to print or store as UTF-8: bytes a file name had that are not UTF-8 (which
+    Python keeps as lone surrogates) become `\\xff` escapes instead of crashing the writer."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that does not stand for a byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -106,9 +106,11 @@ class EventLog:
         self._stopped = True
         self._wake.set()
         self._thread.join(timeout=5)
-        self.flush()
-        with self._lock:
-            self._append_con.close()
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._append_con.close()
 
     def _flush_loop(self) -> None:
         while not self._stopped:

@@ -120,6 +120,9 @@ MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] =
     (5, "objects", _005_objects),
 ]
 
+# Every table the migrations above create (the store refuses to open when one is missing).
+TABLES = frozenset({"schema_migrations", "documents", "records", "runs", "step_journal", "events", "objects"})
+
 
 def apply_migrations(con: duckdb.DuckDBPyConnection) -> list[int]:
     """Apply every migration not yet recorded; returns the numbers applied now."""

@@ -68,13 +68,17 @@ def up(detach):
 
 
 @click.command()
-def down():
+@click.option("--force", is_flag=True,
+              help="Stop a hub that does not answer (stopped or stuck): SIGCONT and SIGTERM, then SIGKILL after 10s.")
+def down(force):
     """Stop this project's hub (runs still going are marked interrupted; resume them later)."""
-    from agentenv_local.hub.session import _Connection, _HubGone
     from agentenv_local.hub import hub_status
+    from agentenv_local.hub.session import _Connection, _HubGone
     from agentenv_local.paths import project_paths
 
-    status = hub_status()
+    if force:
+        return _force_down(project_paths())
+    status = hub_status()  # a stopped or stuck hub: a HubError that says so, within about 5 s
     if not status:
         click.echo("No hub is running for this project.")
         return 0
@@ -91,10 +95,51 @@ def down():
         finally:
             conn.close()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and hub_status():
+    while time.monotonic() < deadline and _held(paths):
         time.sleep(0.05)
-    if hub_status():
+    if _held(paths):
         raise click.ClickException(f"the hub (pid {status.get('pid')}) did not stop within 15s; "
-                                   "if it is stuck, stop it with `kill PID`")
+                                   "if it is stuck, stop it with `agentenv down --force`")
     click.echo(f"Hub stopped (pid {status.get('pid')}).")
     return 0
+
+
+def _held(paths) -> bool:
+    from agentenv_local.hub.lock import HubLock
+
+    return paths.state_dir.exists() and HubLock(paths.lock_file).is_held_elsewhere()
+
+
+def _force_down(paths) -> int:
+    """Signal the hub's process without asking it: the only way to stop one that cannot answer."""
+    from agentenv_local.hub.session import _hub_pid
+
+    if not _held(paths):
+        click.echo("No hub is running for this project.")
+        return 0
+    pid = _hub_pid(paths.state_dir)
+    if pid is None or b"agentenv" not in _cmdline(pid):
+        raise click.ClickException(f"cannot tell which process holds {paths.lock_file}; find it with "
+                                   f"`fuser {paths.lock_file}` and stop it with `kill PID`")
+    for first in (signal.SIGCONT, signal.SIGTERM):  # a stopped process acts on SIGTERM once continued
+        os.kill(pid, first)
+    kills: list[tuple[signal.Signals | None, float]] = [(signal.SIGKILL, 10.0), (None, 5.0)]
+    for sig, wait_s in kills:
+        deadline = time.monotonic() + wait_s
+        while _held(paths) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _held(paths):
+            click.echo(f"Hub stopped (pid {pid}); runs it had going are interrupted: "
+                       "`agentenv runs resume RUN` finishes them.")
+            return 0
+        if sig is not None:
+            os.kill(pid, sig)
+    raise click.ClickException(f"the hub (pid {pid}) still holds {paths.lock_file} after SIGKILL")
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""

@@ -103,6 +103,11 @@ def main() -> None:
     """Console entry: map our errors to exit codes (1 failure, 2 usage, 130 Ctrl-C)."""
     from agentenv_local.errors import AgentenvError
 
+    for stream in (sys.stdout, sys.stderr):
+        # A file name that is not UTF-8 reaches output as lone surrogates: print them as \udcff
+        # escapes instead of failing with UnicodeEncodeError (only where the stream would fail).
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         rv = cli.main(standalone_mode=False)
         sys.exit(rv if isinstance(rv, int) else 0)

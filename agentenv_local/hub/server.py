@@ -384,7 +384,9 @@ class Hub:
             asyncio.run_coroutine_threadsafe(self.services.aclose(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=5)
-        self.store.close()
-        self.paths.socket_file.unlink(missing_ok=True)
-        self.paths.hub_info_file.unlink(missing_ok=True)
-        self.lock.release()
+        try:
+            self.store.close()  # raises a StoreError (disk full, damaged) after closing the file
+        finally:
+            self.paths.socket_file.unlink(missing_ok=True)
+            self.paths.hub_info_file.unlink(missing_ok=True)
+            self.lock.release()

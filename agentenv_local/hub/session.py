@@ -145,21 +145,84 @@ class _HubGone(HubError):
     """The hub closed the connection without answering."""
 
 
+# Calls the hub bounds itself (deploying an env waits up to 600 s): the client waits as long as
+# the hub is alive. Every other call (the store, hub.*) is short: it fails after SHORT_CALL_MAX_S.
+_LONG_NAMESPACES = ("runner.", "envs.", "agents.")
+SHORT_CALL_MAX_S = 120.0
+_INSTANT = ("hub.hello", "hub.status", "hub.shutdown", "events.subscribe")
+_TICK_S = 1.0  # how often a waiting client checks that the hub is still alive
+_SEND_TIMEOUT_S = 60.0
+
+
 class _Connection:
-    def __init__(self, path: Path):
+    """One socket to the hub. Reads never block for good: while it waits for an answer, it checks
+    every second that the hub's process is not stopped (kill -STOP, Ctrl-Z), and every `answer_s`/2
+    that the hub still answers a hello on another connection (a busy hub does, a stuck one not)."""
+
+    def __init__(self, path: Path, answer_s: float = 5.0, pid: int | None = None):
+        self.path, self.answer_s, self.pid = Path(path), answer_s, pid
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(path))
-        self.file = self.sock.makefile("rwb")
+        self.sock.settimeout(answer_s)  # a stopped hub with a full backlog would block connect()
+        try:
+            self.sock.connect(str(path))
+        except BaseException:
+            self.sock.close()
+            raise
+        self._buf = bytearray()
         self.lock = threading.Lock()
         self.next_id = 0
+
+    def send(self, message: dict) -> None:
+        self.sock.settimeout(_SEND_TIMEOUT_S)
+        self.sock.sendall(wire.encode(message))
+
+    def readline(self, method: str = "", timeout: float | None = 0.0, watch: bool = True) -> bytes:
+        """The next line (b"" when the hub hung up). `timeout` 0: the call's own bound (short or
+        long by `method`); None: wait as long as the hub is alive. `watch` False: just block."""
+        if timeout == 0.0:
+            timeout = None if method.startswith(_LONG_NAMESPACES) else SHORT_CALL_MAX_S
+        started = last_probe = time.monotonic()
+        self.sock.settimeout(_TICK_S if watch else None)
+        searched = 0  # a long answer comes in many chunks: look for the newline in new bytes only
+        while (end := self._buf.find(b"\n", searched)) < 0:
+            searched = len(self._buf)
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except TimeoutError:
+                now = time.monotonic()
+                if _stopped(self._hub_pid()):
+                    raise _unresponsive(self.path.parent, self._hub_pid(), method, stopped=True) from None
+                if method in _INSTANT:  # a live hub answers these at once, busy or not
+                    if now - started >= self.answer_s:
+                        raise _unresponsive(self.path.parent, self._hub_pid(), method) from None
+                elif now - last_probe >= self.answer_s / 2:  # a busy hub still answers a hello
+                    last_probe = now
+                    if not _answers_hello(self.path, self.answer_s / 2):
+                        raise _unresponsive(self.path.parent, self._hub_pid(), method) from None
+                if timeout is not None and now - started > timeout:
+                    raise HubError(f"the hub (pid {self._hub_pid() or '?'}) did not answer {method} within "
+                                   f"{timeout:.0f} s, though it is alive",
+                                   hint="it may be overloaded: try again, or restart it with `agentenv down`")
+                continue
+            if not chunk:
+                line, self._buf = bytes(self._buf), bytearray()
+                return line
+            self._buf += chunk
+        line = bytes(self._buf[:end + 1])
+        del self._buf[:end + 1]
+        return line
+
+    def _hub_pid(self) -> int | None:
+        if self.pid is None:
+            self.pid = _hub_pid(self.path.parent)
+        return self.pid
 
     def request(self, method: str, args: list, kwargs: dict) -> Any:
         with self.lock:
             self.next_id += 1
-            self.file.write(wire.encode({"id": self.next_id, "method": method, "args": args, "kwargs": kwargs}))
-            self.file.flush()
+            self.send({"id": self.next_id, "method": method, "args": args, "kwargs": kwargs})
             while True:
-                line = self.file.readline()
+                line = self.readline(method)
                 if not line:
                     raise _HubGone("the hub went away in the middle of a call",
                                    hint="run the command again; it becomes the hub if none is left")
@@ -172,10 +235,54 @@ class _Connection:
 
     def close(self) -> None:
         try:
-            self.file.close()
             self.sock.close()
         except OSError:
             pass
+
+
+def _hub_pid(state_dir: Path) -> int | None:
+    try:
+        return int(json.loads((state_dir / "hub.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _stopped(pid: int | None) -> bool:
+    """True when the process is stopped (SIGSTOP, Ctrl-Z) or traced: it cannot answer at all."""
+    if pid is None:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] in ("T", "t")
+
+
+def _answers_hello(path: Path, timeout: float) -> bool:
+    """Whether the hub answers a hello on a new connection within `timeout` (a busy hub does)."""
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        with sock:
+            sock.connect(str(path))
+            sock.sendall(wire.encode({"id": 1, "method": "hub.hello", "args": [], "kwargs": {}}))
+            return sock.recv(1) != b""  # a hub that is closing hangs up: not stuck either
+    except TimeoutError:
+        return False
+    except OSError:
+        return True  # gone or going: the call's own connection will say so
+
+
+def _unresponsive(state_dir: Path, pid: int | None, method: str = "", stopped: bool = False) -> HubError:
+    who = f"the hub of this project (pid {pid})" if pid else f"the hub for {state_dir}"
+    if stopped:
+        return HubError(f"{who} is stopped (by kill -STOP or Ctrl-Z), so it cannot answer",
+                        hint=f"let it go on with `kill -CONT {pid}`, or stop it with `agentenv down --force`; "
+                             "its runs become interrupted and `agentenv runs resume RUN` finishes them")
+    waiting = f" (a {method} call waits on it)" if method else ""
+    return HubError(f"{who} holds the lock but does not answer{waiting}",
+                    hint="if that process is stuck, stop it with `agentenv down --force` "
+                         f"(or `kill {pid or 'PID'}`) and run the command again")
 
 
 class _StoreProxy:
@@ -204,19 +311,19 @@ class RemoteSession(Session):
         return self._conn.request(method, list(args), kwargs)
 
     def subscribe(self, run_ids: list[str] | None = None) -> EventStream:
-        conn = _Connection(self.paths.socket_file)
+        conn = _Connection(self.paths.socket_file, self._conn.answer_s, self._conn.pid)
         self._streams.append(conn)
-        conn.file.write(wire.encode({"id": 0, "method": "events.subscribe", "kwargs": {"run_ids": run_ids}}))
-        conn.file.flush()
-        conn.file.readline()  # "subscribed"
+        conn.send({"id": 0, "method": "events.subscribe", "kwargs": {"run_ids": run_ids}})
+        conn.readline("events.subscribe")  # "subscribed"
         stream = EventStream()
 
         def pump() -> None:
+            # Long-lived: a stopped hub shows up in the short calls made meanwhile, not here.
             try:
-                for line in conn.file:
+                while line := conn.readline("events.stream", watch=False):
                     if line.strip():
                         stream.queue.put(wire.decode(line)["event"])
-            except (OSError, ValueError):  # closed by us (stream.close) or reset by the hub
+            except (OSError, ValueError, HubError):  # closed by us (stream.close) or reset by the hub
                 pass
             stream.queue.put({"kind": "hub.gone", "body": {}})
 
@@ -268,40 +375,46 @@ def connect(start: Path | None = None, config: Any = None, long_lived: bool = Fa
             raise HubError(f"a hub is already running for {paths.state_dir}" + _pid_note(paths),
                            hint="stop it with `agentenv down`, or just use it: commands reach it by themselves")
         try:
-            conn = _Connection(paths.socket_file)
-        except (FileNotFoundError, ConnectionRefusedError):
+            conn = _Connection(paths.socket_file, answer_s=timeout)
+        except (FileNotFoundError, ConnectionRefusedError, TimeoutError):
             if not become_hub and not lock.is_held_elsewhere():
                 raise HubError(f"no hub is running for {paths.state_dir}")
         else:
             # The hello makes the hub count us as a client; a hub that is closing hangs up on it
             # instead, and we go round again (its lock is released in a moment: we become the hub).
+            # A stopped or stuck hub raises a HubError that says so (within `hub.start_timeout_s`).
             try:
-                conn.request("hub.hello", [], {})
+                hello = conn.request("hub.hello", [], {})
+                conn.pid = hello.get("pid") if isinstance(hello, dict) else None
                 return RemoteSession(paths, config, conn)
             except (_HubGone, OSError):
                 conn.close()
+            except BaseException:
+                conn.close()
+                raise
         if time.monotonic() > deadline:
-            raise HubError(f"the hub for {paths.state_dir} holds the lock but does not answer" + _pid_note(paths),
-                           hint="if that process is stuck, stop it (kill PID) and run the command again")
+            raise _unresponsive(paths.state_dir, _hub_pid(paths.state_dir), stopped=_stopped(_hub_pid(paths.state_dir)))
         time.sleep(0.02)  # the hub is still starting: its socket appears in a moment
 
 
 def _pid_note(paths: ProjectPaths) -> str:
-    try:
-        return f" (pid {json.loads(paths.hub_info_file.read_text())['pid']})"
-    except (OSError, ValueError, KeyError):
-        return ""
+    pid = _hub_pid(paths.state_dir)
+    return f" (pid {pid})" if pid else ""
 
 
-def hub_status(start: Path | None = None) -> dict | None:
-    """The running hub's status, or None when none runs. Never becomes the hub."""
+def hub_status(start: Path | None = None, answer_s: float = 5.0) -> dict | None:
+    """The running hub's status, or None when none runs. Never becomes the hub. Raises a
+    HubError when the hub is stopped or stuck."""
     paths = project_paths(start)
     if not paths.state_dir.exists() or not HubLock(paths.lock_file).is_held_elsewhere():
         return None
     try:
-        conn = _Connection(paths.socket_file)
+        conn = _Connection(paths.socket_file, answer_s=answer_s)
     except (FileNotFoundError, ConnectionRefusedError):
         return {"pid": None, "state": "starting or stuck", "state_dir": str(paths.state_dir)}
+    except TimeoutError:
+        raise _unresponsive(paths.state_dir, _hub_pid(paths.state_dir),
+                            stopped=_stopped(_hub_pid(paths.state_dir))) from None
     try:
         return conn.request("hub.status", [], {})
     except (_HubGone, OSError):  # it is closing: it hangs up on new connections

@@ -16,7 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv_local.errors import AgentenvError, NotFoundError, ValidationError
+from agentenv_local.errors import AgentenvError, NotFoundError, StoreError, ValidationError
 
 from .context import StepContext, new_state
 from .model import Task, parse_task
@@ -179,6 +179,12 @@ class Runner:
             await self._finish(active, "interrupted" if active.interrupt_reason else "cancelled",
                                active.interrupt_reason or "cancelled by the operator",
                                teardown=not active.interrupt_reason)
+        except StoreError as exc:  # the store's file failed (disk full, damaged): the command reports it
+            log.info("run %s stopped: %s", active.run_id, exc.message)
+            try:  # still tear its sandboxes down; recording the end fails the same way
+                await self._finish(active, "error", exc.message)
+            except StoreError:
+                pass
         except Exception as exc:  # a runner bug must still leave the run in a final state
             log.exception("run %s crashed", active.run_id)
             await self._finish(active, "error", f"internal error: {exc}")
