@@ -144,7 +144,7 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
             _print_endpoints(record)
         foreground = keep_running or (s.is_hub and not getattr(s.hub, "long_lived", False))
         if not foreground:
-            click.echo(f"Stop it with `agentenv env teardown {record['instance_id']}`.")
+            click.echo(f"Stop it with `agentenv env teardown {record['instance_id']}`.", err=as_json)  # stdout: JSON only
             return
         def teardown() -> None:
             try:

@@ -131,8 +131,13 @@ def main() -> None:
         where = f": {exc.filename}" if exc.filename else ""
         click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
         if exc.errno == errno.ENOSPC:
-            click.echo("Hint: the disk is full; free some space and run the command again "
-                       "(nothing half-written was recorded)", err=True)
+            from pathlib import Path
+
+            from agentenv_local.paths import find_state_dir
+
+            folder = Path(exc.filename).parent if exc.filename else find_state_dir()
+            click.echo(f"Hint: the disk is full; free some space on the disk that holds {folder} "
+                       f"(`df -h {folder}`) and run the command again (nothing half-written was recorded)", err=True)
         elif exc.errno in (errno.EACCES, errno.EPERM):
             click.echo("Hint: check the permissions of that path", err=True)
         sys.exit(1)

@@ -85,14 +85,29 @@ def show(run_id, as_json):
             click.echo(f"      {info['error']}")
     for vid, v in (run.get("verifications") or {}).items():
         click.echo(f"\nverification {vid}: score {score_text(v.get('score'))} ({v.get('score_aggregator')})")
-        for row in v.get("results", []):
-            mark = "skip" if row.get("skipped") else ("pass" if row.get("result") else "FAIL")
-            click.echo(f"  [{mark}] {row.get('type')}: {row.get('justification', '')}")
+        for index, row in enumerate(v.get("results") or []):
+            _echo_criterion(index, row)
     for r in reviews:
         click.echo(f"\nreview waiting: {r['body'].get('label') or r['body']['step_id']} -> "
                    f"agentenv runs review {run['run_id']} --continue (or --abort)")
     if run["status"] in ("interrupted", "error"):
         click.echo(f"\nResume it with: agentenv runs resume {run['run_id']}")
+
+
+def _echo_criterion(index: int, row: dict) -> None:
+    """One result row as the verifier recorded it: rubric rows have an id and the criterion's
+    text, check rows (verify_sandbox, response_verifier) a type; both have a justification."""
+    mark = "skip" if row.get("skipped") else ("pass" if row.get("result") else "FAIL")
+    name = row.get("id") or row.get("name") or row.get("type") or f"criterion {row.get('criterion_index', index) + 1}"
+    why = str(row.get("justification") or row.get("reason") or "")
+    weight = f" (weight {row['weight']})" if row.get("weight") not in (None, 1) else ""
+    text = row.get("criterion")
+    if isinstance(text, str) and text.strip() and text != name:
+        click.echo(f"  [{mark}] {name}{weight}: {text.strip()}")
+        if why:
+            click.echo(f"         {why}")
+    else:
+        click.echo(f"  [{mark}] {name}{weight}" + (f": {why}" if why else ""))
 
 
 @runs.command("resume")

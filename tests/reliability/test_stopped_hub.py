@@ -28,7 +28,7 @@ ANSWER_BOUND_S = 40
 def agentenv(project: Path, *args: str, timeout: float = ANSWER_BOUND_S) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
     return subprocess.run([agentenv_exe(), *args], cwd=project, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -30,9 +30,9 @@ def test_deploy_instances_teardown_with_a_long_lived_hub(tmp_path):
     cli(project, "up", "--detach", check=True)
     try:
         _echo_env(project, "subprocess")
-        out = cli(project, "env", "deploy", "--id", "echo", "--json", check=True, timeout=120).stdout
-        record = json.loads(out[: out.rindex("}") + 1])
-        assert "agentenv env teardown" in out
+        deployed = cli(project, "env", "deploy", "--id", "echo", "--json", check=True, timeout=120)
+        record = json.loads(deployed.stdout)  # stdout is the JSON only; the next step goes to stderr
+        assert "agentenv env teardown" in deployed.stderr
         _names, result = call_tool(record["mcp_url"], "echo", {"text": "via the hub"})
         assert result_text(result) == "via the hub"
         listed = json.loads(cli(project, "env", "instances", "--json", check=True).stdout)
