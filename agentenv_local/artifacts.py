@@ -126,8 +126,8 @@ def put_artifact(store, artifact_id: str, files: dict[str, bytes], *, artifact_t
         raise ValidationError(f"artifact {artifact_id!r} has no files")
     bad_names = [p for p in map(name_problem, files) if p]
     if bad_names:
-        raise ValidationError(f"artifact {artifact_id!r}: {len(bad_names)} file name(s) cannot be stored",
-                              problems=bad_names)
+        raise ValidationError(f"artifact {artifact_id!r}: {len(bad_names)} file name(s) cannot be stored: "
+                              + "; ".join(bad_names[:5]) + ("; ..." if len(bad_names) > 5 else ""))
     artifact_type = artifact_type or (FILE if len(files) == 1 else BUNDLE)
     if artifact_type not in ARTIFACT_TYPES:
         raise ValidationError(f"unknown artifact type {artifact_type!r}; use one of {', '.join(ARTIFACT_TYPES)}")

@@ -41,8 +41,16 @@ def _what(st: os.stat_result) -> str:
             else "a folder" if stat.S_ISDIR(mode) else "a regular file" if stat.S_ISREG(mode) else "a special file")
 
 
-def _refuse(path: str, name: str, st: os.stat_result, where: str, doing: str) -> StepError:
-    return StepError(f"refusing to {doing} {path!r} in {where}: {name!r} is {_what(st)}", hint=_HINT)
+class Refused(StepError):
+    """A path component is not what the host may go through or open (`what` says what it is)."""
+
+    def __init__(self, message: str, what: str):
+        super().__init__(message, hint=_HINT)
+        self.what = what
+
+
+def _refuse(path: str, name: str, st: os.stat_result, where: str, doing: str) -> Refused:
+    return Refused(f"refusing to {doing} {path!r} in {where}: {name!r} is {_what(st)}", _what(st))
 
 
 def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
@@ -196,9 +204,9 @@ def list_files(root: Path, rel: str, *, path: str, where: str, skip_top: frozens
         top = _open_dirs(root, parts, path, where, "list")
     except NotFoundError:
         return []
-    except StepError:
-        if parts and kind(root, rel, path=path, where=where) == "file":
-            return []  # a file or a link where a folder was asked for: no folder to list
+    except Refused as exc:
+        if exc.what == "a regular file":
+            return []  # a file where a folder was asked for: no folder to list
         raise
     found: list[str] = []
     stack = [(top, "")]

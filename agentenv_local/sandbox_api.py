@@ -98,6 +98,18 @@ def contained_path(root: Path, rel: str, sandbox_id: str) -> Path:
 # Host-side file access into a sandbox's folder (the process sandbox's, podman's /app bind mount): the
 # sandbox controls that folder and may swap a directory for a link at any moment, so every component is
 # opened no-follow relative to its parent (see agentenv_local.nofollow).
+def _on_host(doing: str, path: str, sandbox_id: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a nofollow helper; an OSError (the sandbox changed the folder meanwhile) becomes our error."""
+    from agentenv_local.errors import NotFoundError, StepError
+
+    try:
+        return fn(*args, where=f"sandbox {sandbox_id}", path=path, **kwargs)
+    except FileNotFoundError:
+        raise NotFoundError(f"no {path!r} in sandbox {sandbox_id} (it went away meanwhile)") from None
+    except OSError as exc:
+        raise StepError(f"cannot {doing} {path!r} in sandbox {sandbox_id}: {exc.strerror or exc}") from None
+
+
 async def write_host_file(root: Path, rel: str, data: bytes, path: str, sandbox_id: str,
                           owner: tuple[int, int] | None = None) -> None:
     """Write a sandbox file that lives in a host folder; `owner` (uid, gid) for what is created."""
@@ -105,7 +117,7 @@ async def write_host_file(root: Path, rel: str, data: bytes, path: str, sandbox_
 
     from agentenv_local import nofollow
 
-    await asyncio.to_thread(nofollow.write_file, root, rel, bytes(data), path=path, where=f"sandbox {sandbox_id}",
+    await asyncio.to_thread(_on_host, "write", path, sandbox_id, nofollow.write_file, root, rel, bytes(data),
                             owner=owner)
 
 
@@ -114,14 +126,14 @@ async def read_host_file(root: Path, rel: str, path: str, sandbox_id: str) -> by
 
     from agentenv_local import nofollow
 
-    return await asyncio.to_thread(nofollow.read_file, root, rel, path=path, where=f"sandbox {sandbox_id}")
+    return await asyncio.to_thread(_on_host, "read", path, sandbox_id, nofollow.read_file, root, rel)
 
 
 def host_kind(root: Path, rel: str, path: str, sandbox_id: str) -> str | None:
     """"dir", "file" (not a folder) or None, without following links."""
     from agentenv_local import nofollow
 
-    return nofollow.kind(root, rel, path=path, where=f"sandbox {sandbox_id}")
+    return _on_host("look at", path, sandbox_id, nofollow.kind, root, rel)
 
 
 async def list_host_files(root: Path, rel: str, path: str, sandbox_id: str,
@@ -130,7 +142,7 @@ async def list_host_files(root: Path, rel: str, path: str, sandbox_id: str,
 
     from agentenv_local import nofollow
 
-    return await asyncio.to_thread(nofollow.list_files, root, rel, path=path, where=f"sandbox {sandbox_id}",
+    return await asyncio.to_thread(_on_host, "list", path, sandbox_id, nofollow.list_files, root, rel,
                                    skip_top=skip_top)
 
 

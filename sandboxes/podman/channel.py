@@ -58,7 +58,7 @@ class Channel:
         path = Path(path)
         fd = None
         target = str(path)
-        if len(target) > MAX_SOCKET_PATH:  # too long for sun_path: go through an fd of its folder
+        if len(os.fsencode(target)) > MAX_SOCKET_PATH:  # too long for sun_path: go through an fd of its folder
             fd = os.open(path.parent, os.O_PATH)
             target = f"/proc/self/fd/{fd}/{path.name}"
         try:

@@ -164,8 +164,8 @@ def _listen(path):
         pass
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".tmp")
-    os.rename(path + ".tmp", path)  # the socket appears only once it can be connected to
     server.listen(64)
+    os.rename(path + ".tmp", path)  # the socket appears only once it can be connected to (after listen)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     while True:
         conn, _ = server.accept()

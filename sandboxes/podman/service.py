@@ -30,7 +30,7 @@ MAX_SOCKET_PATH = 100  # unix socket paths are limited to about 108 bytes
 
 def default_socket(state_dir: Path) -> Path:
     path = Path(state_dir).resolve() / "podman" / "podman.sock"
-    if len(str(path)) <= MAX_SOCKET_PATH:
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:  # bytes: a non-ASCII name counts more
         return path
     # A deep project folder: keep the socket in a short per-project folder under /tmp instead.
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
