@@ -1,5 +1,5 @@
-"""Running a host command in its own process group, with a timeout that kills the whole group; reading the address
-a spawned server announces.
+"""Running a host command in its own process group, with a timeout that kills the whole group, in a minimal
+environment; reading the address a spawned server announces.
 
 Shared by the process sandbox and by steps that run helpers on the host (run_code); `announced_url` by whatever
 spawns an env or agent server with `--port 0` (agent hosting, the gateway's subprocess children).
@@ -20,7 +20,17 @@ from pathlib import Path
 from agentenv_local.sandbox_api import ExecResult
 
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+# The only variables of our own environment that a host process we start inherits.
+PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ",
+                        "PYTHONPATH", "VIRTUAL_ENV"})
 _ANNOUNCE = re.compile(r"serving on (http://\S+)")
+
+
+def host_env() -> dict[str, str]:
+    """The little of our own environment a process we start on the host gets (a sandboxed command, a script, an
+    env or agent server): enough to find programs and a home, never our secrets (API keys in env vars stay out of
+    steps, their output and the store)."""
+    return {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
 
 
 def announced_url(line: str) -> str | None:
@@ -65,7 +75,7 @@ async def run_process(argv: list[str], *, cwd: str | Path, env: dict[str, str],
         timed_out = False
         try:
             await asyncio.wait_for(proc.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
             kill_group(proc.pid)  # pgid == pid: start_new_session made it a group leader
             await proc.wait()

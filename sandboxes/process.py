@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 
 from agentenv_local import nofollow
 from agentenv_local.errors import NotFoundError, StepError
-from agentenv_local.procs import run_process
+from agentenv_local.procs import host_env, run_process
 from agentenv_local.sandbox_api import (
     app_relative,
     contained_path,
@@ -50,8 +50,6 @@ from .base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 APP = "/app"
 META_FILE = ".sandbox.json"
 TAG_VAR = "AGENTENV_SANDBOX"
-PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ",
-                        "PYTHONPATH", "VIRTUAL_ENV"})
 SANDBOX_ID_RE = re.compile(r"^process-[0-9a-f]{12}$")
 # `/app` as the first component of an absolute path: not `/application`, `x/app` or `http://h/app`.
 _APP_RE = re.compile(r"(?<![\w./~-])/app(?![\w.-])")
@@ -95,12 +93,6 @@ def plain_path(folder: Path) -> Path:
         os.symlink(folder, tmp)
         os.replace(tmp, link)
     return link
-
-
-def host_env() -> dict[str, str]:
-    """The little of our own environment a sandboxed command gets: enough to find programs and a
-    home, never our secrets (API keys in env vars stay out of steps, their output and the store)."""
-    return {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
 
 
 # -- finding a sandbox's processes ------------------------------------------------------------

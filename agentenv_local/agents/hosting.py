@@ -112,7 +112,7 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
     argv = [sys.executable, "-m", "agentenv_local.agents", spec, "--port", "0"]
     if config:
         argv += ["--config", json.dumps(config)]
-    from sandboxes.process import host_env
+    from agentenv_local.procs import host_env
 
     # A minimal environment (as sandboxed commands get) plus the agent's own env_vars: not our secrets.
     env = {**host_env(), **(env_vars or {})}

@@ -483,7 +483,7 @@ class EnvManager:
             argv = list(senv.command or [])
             if argv and argv[0] in ("python", "python3"):
                 argv[0] = sys.executable
-        from sandboxes.process import host_env  # a minimal environment, not our secrets
+        from agentenv_local.procs import host_env  # a minimal environment, not our secrets
 
         env = {**host_env(), **senv.env_vars, "MCP_PORT": str(port), "MCP_HOST": "127.0.0.1",
                "ENVIRONMENT_NAME": child_name, "PYTHONUNBUFFERED": "1"}

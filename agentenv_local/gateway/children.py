@@ -130,9 +130,11 @@ class Child:
         path = str(self.spec.target)
         if not os.path.exists(path):
             raise ChildError(f"child {self.name!r}: {path!r} is neither an Env, an http(s) URL nor a file")
+        # imported here: procs is kept off the gateway's import path
+        from agentenv_local.procs import host_env
+
         command = [sys.executable, "-m", "agentenv_local.env", path, "--port", "0"]
-        env = dict(os.environ)
-        env.pop(ADMIN_TOKEN_ENV, None)
+        env = host_env()  # a minimal environment, never our secrets
         if self.spec.token:  # its data plane requires the token (read, then dropped from its environment)
             env[ADMIN_TOKEN_ENV] = self.spec.token
         # starting it doesn't block; its output is read off the loop

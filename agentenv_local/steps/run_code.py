@@ -231,7 +231,7 @@ async def run_script_on_host(step_id: str, files: dict[str, bytes], script: str,
         argv = [sys.executable, str(folder / "_agentenv_runner.py"), str(folder / script), entrypoint,
                 str(folder / "_agentenv_input.json"), str(result_file), str(MAX_RESULT_BYTES), style]
         # The process sandbox's minimal environment, never all of ours (API keys behind `secret:` refs).
-        from sandboxes.process import host_env
+        from agentenv_local.procs import host_env
 
         done = await run_process(argv, cwd=folder, env={**host_env(), "PYTHONDONTWRITEBYTECODE": "1"},
                                  timeout=timeout)

@@ -195,3 +195,21 @@ def test_200_concurrent_mcp_sessions(echo_url):
             assert not errors, errors[:3]
 
         asyncio.run(go())
+
+
+def test_a_child_the_gateway_starts_gets_none_of_our_secrets(tmp_path, monkeypatch):
+    # The child's stderr tail is shown on failure: a child that prints its environment must print no secret.
+    monkeypatch.setenv("AGENTENV_TEST_SECRET_KEY", "sk-should-never-leak")
+    spy = tmp_path / "server.py"
+    spy.write_text("import os, sys\n"
+                   "print('secret:', os.environ.get('AGENTENV_TEST_SECRET_KEY'), file=sys.stderr)\n"
+                   "raise SystemExit('stop here')\n")
+
+    async def go():
+        gw = Gateway("g", [ChildSpec("spy", str(spy))], ready_timeout=30.0)
+        with pytest.raises(ChildError) as info:
+            await gw.start()
+        return str(info.value)
+
+    message = asyncio.run(go())
+    assert "secret: None" in message and "sk-should-never-leak" not in message
