@@ -175,10 +175,15 @@ class EnvGateway:
         return answer["result"]
 
 
+def admin_token(ctx: StepContext, record: dict) -> str | None:
+    """The control-plane credential of a deployed env instance (None when it has none: an opted-out instance)."""
+    manager = getattr(ctx.services, "envs", None)
+    return manager.admin_token(record["instance_id"]) if manager is not None and record.get("instance_id") else None
+
+
 def admin_headers(ctx: StepContext, record: dict) -> dict[str, str]:
     """The control-plane credential of a deployed env instance, as request headers ({} when it has none)."""
-    manager = getattr(ctx.services, "envs", None)
-    token = manager.admin_token(record["instance_id"]) if manager is not None and record.get("instance_id") else None
+    token = admin_token(ctx, record)
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 

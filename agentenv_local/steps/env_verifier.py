@@ -21,7 +21,7 @@ from agentenv_local.tasks.scoring import AGGREGATORS
 from agentenv_local.tasks.step import Step
 
 from . import tail
-from .env_control import admin_headers
+from .env_control import admin_token
 from .run_code import pick_script, run_script_on_host
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class EnvOutcomeVerifierStep(Step):
         where = f"{script} ({doc['id']} v{doc['version']})"
         run = self._run_input(ctx, record)
         # the task's own verifier may read the env's data plane: it gets the admin token (not journaled or logged)
-        run["env"]["admin_token"] = admin_headers(ctx, record).get("Authorization", "").removeprefix("Bearer ") or None
+        run["env"]["admin_token"] = admin_token(ctx, record)
         payload = {"mcp_url": mcp_url, "run": run}
         code, stdout, stderr, timed_out, raw = await run_script_on_host(
             self.id, files, script, "verify", json.dumps(payload, default=str).encode(), self.timeout_seconds,

@@ -2,7 +2,9 @@
 
 `input` is `{"args": <the step's args>, "results": <metadata.script_results so far>}`, plus
 `"env": {"id", "url", "mcp_url"}` (the deployed env's gateway) when the step names an `env_id`;
-the script then runs on this machine and may call the env's tools over MCP. The
+the script then runs on this machine (never in a sandbox, which an agent may share) and may call the
+env's tools over MCP; `"admin_token"` is the instance's control-plane credential for its data plane,
+as `env_outcome_verifier` scripts get it. The
 function may be async. Its return value must be JSON (at most 50 MiB); it is stored in
 `metadata.script_results[result_id]`. The script runs in the sandbox named by `sandbox_name`
 (its files are copied to a scratch folder under /app and the command's working directory is
@@ -133,7 +135,7 @@ class RunCodeStep(Step):
     def pick_script(self, files: dict[str, bytes]) -> str:
         return pick_script(self.id, self.script_artifact_id, files, self.script_file, "run", fallback="main.py")
 
-    async def execute(self, ctx: "StepContext") -> None:
+    async def execute(self, ctx: StepContext) -> None:
         if self.agent_name:
             raise not_yet(ctx, "running code in an agent's sandbox (agent_name)", "agents")
         doc = ctx.artifact(self.script_artifact_id, self.script_artifact_version)
@@ -148,6 +150,9 @@ class RunCodeStep(Step):
             record = ctx.deployed_env(self.env_id)
             script_input["env"] = {"id": record["env_id"], "url": record["gateway_url"],
                                    "mcp_url": record["mcp_url"], "instance_id": record.get("instance_id")}
+            from .env_control import admin_token
+
+            script_input["env"]["admin_token"] = admin_token(ctx, record)
         payload = json.dumps(script_input).encode()
         where = f"{script} ({doc['id']} v{doc['version']})"
         if self.sandbox_name:
@@ -185,7 +190,7 @@ class RunCodeStep(Step):
     async def _on_host(self, files: dict[str, bytes], script: str, payload: bytes):
         return await run_script_on_host(self.id, files, script, self.entrypoint, payload, self.timeout_seconds)
 
-    async def _in_sandbox(self, ctx: "StepContext", files: dict[str, bytes], script: str, payload: bytes):
+    async def _in_sandbox(self, ctx: StepContext, files: dict[str, bytes], script: str, payload: bytes):
         sandbox = await ctx.sandbox(str(self.sandbox_name))  # called only when it is set
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.id)[:40]
         folder = f"{SANDBOX_SCRATCH}/{slug}-{secrets.token_hex(4)}"
