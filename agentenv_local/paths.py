@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 STATE_DIR_NAME = ".agentenv"
+# Unix socket paths are limited to about 108 bytes; a deeper project keeps its sockets in private_dir().
+MAX_SOCKET_PATH = 100
+
+
+def private_dir() -> Path:
+    """`$TMPDIR/agentenv-<uid>` (or under /tmp), made mode 0700 and checked to be ours: a short, private place
+    for what a project folder cannot hold (sockets of deep projects, plain-named links to oddly named folders).
+    Another user who made it first, or made it a link, gets a clear refusal instead of our sockets."""
+    import tempfile
+
+    from agentenv_local.errors import AgentenvError
+
+    base = Path(tempfile.gettempdir())
+    if not re.fullmatch(r"/[A-Za-z0-9_./-]*", str(base)):  # plain: its paths may be pasted into shell commands
+        base = Path("/tmp")
+    folder = base / f"agentenv-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    st = os.lstat(folder)
+    if os.path.islink(folder) or not os.path.isdir(folder) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise AgentenvError(f"{folder} is not a private folder of yours (owner, mode or type is wrong)",
+                            hint=f"remove {folder} (agentenv makes it again, mode 0700), or set TMPDIR elsewhere")
+    return folder
+
+
+def short_socket_path(preferred: Path, name: str) -> Path:
+    """`preferred` when the OS can bind a socket there; else `name` plus a digest of `preferred` in private_dir()."""
+    if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:  # bytes: a non-ASCII name counts more
+        return preferred
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(preferred)).hexdigest()[:16]
+    return private_dir() / f"{name}-{digest}.sock"
 
 
 @dataclass(frozen=True)
@@ -40,13 +75,13 @@ class ProjectPaths:
 
     @property
     def socket_file(self) -> Path:
-        return self.state_dir / "hub.sock"
+        return short_socket_path(self.state_dir.absolute() / "hub.sock", "hub")
 
     @property
     def hub_info_file(self) -> Path:
         return self.state_dir / "hub.json"
 
-    def ensure(self) -> "ProjectPaths":
+    def ensure(self) -> ProjectPaths:
         for d in (self.state_dir, self.objects_dir, self.logs_dir, self.sandboxes_dir):
             d.mkdir(parents=True, exist_ok=True)
         gi = self.state_dir / ".gitignore"

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agentenv_local import nofollow
-from agentenv_local.errors import NotFoundError, StepError
+from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+from agentenv_local.paths import private_dir
 from agentenv_local.procs import host_env, run_process
 from agentenv_local.sandbox_api import (
     app_relative,
@@ -73,20 +74,13 @@ def plain_path(folder: Path) -> Path:
     if _PLAIN_RE.match(str(folder)):
         return folder
     import hashlib
-    import tempfile
 
-    base = Path(tempfile.gettempdir())
-    if not _PLAIN_RE.match(str(base)):
-        base = Path("/tmp")
-    links = base / f"agentenv-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        links.mkdir(mode=0o700)
-    st = os.lstat(links)
-    if not os.path.isdir(links) or os.path.islink(links) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-        raise StepError(f"cannot make a plain-named link to the sandbox folder {folder}: {links} is not a "
-                        "private folder of yours",
-                        hint="remove it, or set [sandbox.providers.process] root to a folder whose path has no "
-                             "spaces, quotes or shell characters")
+    try:
+        links = private_dir()
+    except AgentenvError as e:
+        raise StepError(f"cannot make a plain-named link to the sandbox folder {folder}: {e.message}",
+                        hint=f"{e.hint}; or set [sandbox.providers.process] root to a folder whose path has no "
+                             "spaces, quotes or shell characters") from None
     link = links / hashlib.sha256(os.fsencode(folder)).hexdigest()[:16]
     if not (link.is_symlink() and os.readlink(link) == str(folder)):
         tmp = links / f".{link.name}.{secrets.token_hex(4)}"

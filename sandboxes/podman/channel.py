@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from agentenv_local.errors import AgentenvError
+from agentenv_local.paths import MAX_SOCKET_PATH
 
 from .engine import podman_binary, podman_env
 
 AGENT_CODE = Path(__file__).with_name("exec_agent.py").read_text()
 LINE_LIMIT = 256 * 1024 * 1024  # a file read comes back as one base64 line
 OPEN_TIMEOUT_S = 30.0
-MAX_SOCKET_PATH = 100
 
 
 class ChannelError(AgentenvError):

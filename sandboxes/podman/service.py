@@ -10,31 +10,25 @@ after IDLE_EXIT_S.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from agentenv_local.paths import short_socket_path
 
 from .engine import PodmanUnavailable, conf_path, podman_binary, podman_env
 
 START_TIMEOUT_S = 15.0
 IDLE_EXIT_S = 600  # the service exits after this long without a request (so a killed hub's does too)
 RECHECK_S = 60.0  # a service we did not start may have exited since: ping it again after this long
-MAX_SOCKET_PATH = 100  # unix socket paths are limited to about 108 bytes
 
 
 def default_socket(state_dir: Path) -> Path:
-    path = Path(state_dir).resolve() / "podman" / "podman.sock"
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:  # bytes: a non-ASCII name counts more
-        return path
-    # A deep project folder: keep the socket in a short per-project folder under /tmp instead.
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"agentenv-podman-{digest}" / "podman.sock"
+    return short_socket_path(Path(state_dir).resolve() / "podman" / "podman.sock", "podman")
 
 
 class PodmanService:
