@@ -274,8 +274,9 @@ class EnvManager:
         for sdoc, senv in servers:
             child_name = senv.environment_name or sdoc["id"].rsplit("/", 1)[-1]
             target, info = await self._child(inst, child_name, sdoc, senv)
-            # a server we started requires the admin token on its data plane; the gateway sends it
-            token = inst.admin_token if info.get("kind") == "subprocess" else None
+            # a server we started (a subprocess or a container) requires the admin token on its data plane;
+            # the gateway sends it
+            token = inst.admin_token if info.get("kind") in ("subprocess", "container") else None
             specs.append(ChildSpec(child_name, target, token=token))
             children_info.append(info)
 
@@ -549,7 +550,9 @@ class EnvManager:
                 fields[key] = inst.options[key]
         spec = SandboxSpec(name=f"env-{child_name}"[:120], mode="container", image=image, exposed_ports=[port],
                            env_vars={**senv.env_vars, "MCP_HOST": "0.0.0.0", "MCP_PORT": str(port),
-                                     "ENVIRONMENT_NAME": child_name},
+                                     "ENVIRONMENT_NAME": child_name,
+                                     # its published data plane on 127.0.0.1 takes the admin token too
+                                     **({ADMIN_TOKEN_ENV: inst.admin_token} if inst.admin_token else {})},
                            run_id=inst.run_id, labels={"agentenv.env-instance": inst.instance_id}, **fields)
         image_for = getattr(provider, "image_for", None)
         try:

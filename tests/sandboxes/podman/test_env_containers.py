@@ -233,6 +233,15 @@ def test_echo_env_answers_the_same_wherever_it_runs(deployed, session):
     assert rpc(plane, "data/add", {"parts": [{"kind": "data", "data": {"k": 1}}]}, token)["result"] == {}
     exported = rpc(plane, "data/get", {}, token)["result"]["parts"][0]["data"]
     assert exported == {"loaded": [{"k": 1}], "calls": 1}
+    # a server we started listens on 127.0.0.1 too: its own data plane refuses a caller without the token
+    for child in record["children"]:
+        if child["kind"] in ("subprocess", "container"):
+            import httpx2
+
+            direct = child["url"].removesuffix("/mcp") + "/agentenv"
+            refused = httpx2.post(direct, json={"jsonrpc": "2.0", "id": 1, "method": "data/reset"}, timeout=30)
+            assert refused.status_code == 401, (child["kind"], refused.text)
+            assert rpc(direct, "data/get", {}, token)["result"]["parts"][0]["data"] == exported
 
 
 def test_notes_env_answers_the_same_wherever_it_runs(deployed, session):
