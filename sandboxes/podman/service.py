@@ -118,7 +118,8 @@ class PodmanService:
         with open(self.log_file, "ab") as log:
             self._proc = subprocess.Popen(
                 [binary, "system", "service", f"--time={IDLE_EXIT_S}", self.base_url], env=podman_env(self.config),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+                # its own folder as cwd: conmon drops files (an `oom` marker) into its working directory
+                cwd=self.log_file.parent, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         import json
 
         self._info_file.write_text(json.dumps({"pid": self._proc.pid, "conf": self._conf_text()}))
