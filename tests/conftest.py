@@ -9,12 +9,15 @@ This folder is on sys.path, so every test folder imports the kits kept here by n
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 HERE = str(Path(__file__).resolve().parent)
+# Read before the autouse fixture below clears AGENTENV_*: .ci/run sets it so Podman tests fail, not skip.
+REQUIRE_PODMAN = os.environ.get("AGENTENV_REQUIRE_PODMAN") == "1"
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
@@ -25,3 +28,22 @@ def _no_agentenv_settings(monkeypatch):
         if key.startswith("AGENTENV_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("AGENTENV_SANDBOX_DEFAULT", "process")
+
+
+@pytest.fixture(scope="session")
+def podman_base_image():
+    """The base image ref, with Podman set up (base image built once, machine fixes probed)."""
+    if shutil.which("podman") is None:
+        if REQUIRE_PODMAN:
+            pytest.fail("AGENTENV_REQUIRE_PODMAN=1 but podman is not installed (scripts/setup.sh --test installs it)")
+        pytest.skip("podman is not installed (scripts/setup.sh --test installs it)")
+    from sandboxes.podman import images
+    from sandboxes.podman.engine import auto_conf_path, configure
+
+    base = images.ensure_base_image({})
+    marker = auto_conf_path().with_suffix(".probed")
+    if not marker.exists():
+        configure(base, {})
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("{}")
+    return base

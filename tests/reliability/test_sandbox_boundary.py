@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -28,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / 
 
 from agentenv_hub_testkit import clean_env, cli, write_bundle
 
-REQUIRE_PODMAN = os.environ.get("AGENTENV_REQUIRE_PODMAN") == "1"
 RACE_SECONDS = 6
 
 
@@ -37,26 +35,8 @@ def run(coro):
 
 
 # -- sandboxes ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def podman_image():
-    if shutil.which("podman") is None:
-        if REQUIRE_PODMAN:
-            pytest.fail("AGENTENV_REQUIRE_PODMAN=1 but podman is not installed")
-        pytest.skip("podman is not installed (scripts/setup.sh --test installs it)")
-    from sandboxes.podman import images
-    from sandboxes.podman.engine import auto_conf_path, configure
-
-    base = images.ensure_base_image({})
-    marker = auto_conf_path().with_suffix(".probed")
-    if not marker.exists():
-        configure(base, {})
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text("{}")
-    return base
-
-
 @pytest.fixture
-def podman_provider(tmp_path, podman_image):
+def podman_provider(tmp_path, podman_base_image):
     from sandboxes.podman import PodmanSandboxProvider
 
     provider = PodmanSandboxProvider(tmp_path / ".agentenv", {"pool_size": 0})
@@ -305,7 +285,7 @@ def test_run_hello_in_a_hostile_folder_name_with_the_process_sandbox(tmp_path, n
 
 
 @pytest.mark.podman
-def test_run_hello_in_a_hostile_folder_name_with_podman(tmp_path_factory, podman_image):
+def test_run_hello_in_a_hostile_folder_name_with_podman(tmp_path_factory, podman_base_image):
     # a short parent: the hub's socket path (<project>/.agentenv/hub.sock) must stay under 108 bytes
     home, done = _run_hello(tmp_path_factory.mktemp("h"), "$(cd;touch PWNED)`cd;touch PWNED`;'\" ü", "podman")
     assert done.returncode == 0, done.stdout + done.stderr

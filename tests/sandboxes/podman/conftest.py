@@ -1,18 +1,15 @@
 """Podman tests run against the real Podman of this machine.
 
 Without Podman they are skipped, unless AGENTENV_REQUIRE_PODMAN=1 (set by .ci/run), which turns the
-skip into a failure so CI can never pass without having run them.
+skip into a failure so CI can never pass without having run them (podman_base_image, in tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 
 import pytest
-
-REQUIRE = os.environ.get("AGENTENV_REQUIRE_PODMAN") == "1"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,25 +17,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.podman)
-
-
-@pytest.fixture(scope="session")
-def podman_base_image():
-    """The base image ref, with Podman set up (base image built once, machine fixes probed)."""
-    if shutil.which("podman") is None:
-        if REQUIRE:
-            pytest.fail("AGENTENV_REQUIRE_PODMAN=1 but podman is not installed (scripts/setup.sh --test installs it)")
-        pytest.skip("podman is not installed (scripts/setup.sh --test installs it)")
-    from sandboxes.podman import images
-    from sandboxes.podman.engine import auto_conf_path, configure
-
-    base = images.ensure_base_image({})
-    marker = auto_conf_path().with_suffix(".probed")
-    if not marker.exists():
-        configure(base, {})
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text("{}")
-    return base
 
 
 @pytest.fixture
