@@ -47,3 +47,19 @@ def podman_base_image():
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("{}")
     return base
+
+
+@pytest.fixture
+def hub(tmp_path):
+    """This test process as the hub (an InProcessHub, tests/agentenv_local/hub/agentenv_hub_testkit.py) of a
+    project in tmp_path/proj: a real DuckDB file and the real runner."""
+    kit = str(Path(HERE) / "agentenv_local" / "hub")
+    if kit not in sys.path:
+        sys.path.insert(0, kit)
+    from agentenv_hub_testkit import InProcessHub
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    h = InProcessHub(project)
+    yield h
+    h.close()

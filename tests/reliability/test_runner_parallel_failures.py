@@ -7,20 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
 
-from agentenv_hub_testkit import InProcessHub, bash_check, deploy
-
-
-@pytest.fixture
-def hub(tmp_path):
-    project = tmp_path / "proj"
-    project.mkdir()
-    h = InProcessHub(project)
-    yield h
-    h.close()
+from agentenv_hub_testkit import bash_check, deploy
 
 
 def _no_box(step_id: str) -> dict:

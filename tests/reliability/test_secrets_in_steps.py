@@ -11,11 +11,9 @@ import secrets
 import sys
 from pathlib import Path
 
-import duckdb
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
 
-from agentenv_hub_testkit import clean_env, cli, show_json, write_bundle
+from agentenv_hub_testkit import clean_env, cli, show_json, store_text, write_bundle
 
 SNOOP = '''
 import os, sys
@@ -69,16 +67,6 @@ class Probe(Agent):
 '''
 
 
-def _db_text(db: Path) -> str:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
-        return "\n".join(repr(con.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables)
-    finally:
-        con.close()
-
-
 def test_host_processes_get_no_secret_and_what_leaks_is_masked(tmp_path):
     project = tmp_path / "proj"
     state = project / ".agentenv"
@@ -125,7 +113,7 @@ def test_host_processes_get_no_secret_and_what_leaks_is_masked(tmp_path):
     assert "refusing to go on with ***" in shown["steps"]["snoop_fails"]["error"]
 
     # Nowhere in the store (events, journal, run record) or the project's files.
-    assert planted not in _db_text(state / "store.duckdb")
+    assert planted not in store_text(state / "store.duckdb")
     for path in state.rglob("*"):
         if path.is_file() and path.suffix != ".duckdb":
             assert planted.encode() not in path.read_bytes(), path

@@ -252,3 +252,16 @@ class InProcessHub:
 
     def close(self) -> None:
         self.session.close()
+
+
+def store_text(db: Path) -> str:
+    """Every row of every table of a store file, as text (catches values DuckDB stores compressed)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
+        return "\n".join(repr(con.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables)
+    finally:
+        con.close()

@@ -8,24 +8,11 @@ import os
 import secrets
 from pathlib import Path
 
-import duckdb
-
-from agentenv_hub_testkit import bash_check, clean_env, cli, deploy, runs_json, write_bundle
+from agentenv_hub_testkit import bash_check, clean_env, cli, deploy, runs_json, store_text, write_bundle
 
 
 def _files(root: Path, skip: set[Path]) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p not in skip)
-
-
-def _db_text(db: Path) -> str:
-    """Every row of every table of the store, as text (catches values DuckDB stores compressed)."""
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
-        return "\n".join(repr(con.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables)
-    finally:
-        con.close()
 
 
 def test_a_planted_secret_is_never_stored_or_printed(tmp_path):
@@ -97,7 +84,7 @@ def test_a_planted_secret_is_never_stored_or_printed(tmp_path):
     assert any(canary.encode() in b for b in blobs.values())  # the byte scan sees stored values
     leaks = [str(p.relative_to(state)) for p, b in blobs.items() if planted.encode() in b]
     assert leaks == []
-    db_text = _db_text(state / "store.duckdb")
+    db_text = store_text(state / "store.duckdb")
     assert canary in db_text or any(canary.encode() in b for p, b in blobs.items() if "objects" in p.parts)
     assert "home is" in db_text  # step output is stored (so a printed secret would have been)
     assert planted not in db_text

@@ -7,8 +7,6 @@ the real entry-point registry, `run.execute(step)` / `run.teardown(step)` run it
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -84,19 +82,6 @@ class StepRun:
 
     def put_artifact(self, artifact_id: str, files: dict[str, bytes], **kw) -> dict:
         return put_artifact(self.store, artifact_id, files, **kw)
-
-
-@pytest.fixture
-def hub(tmp_path):
-    """An InProcessHub (agentenv_hub_testkit, next to the hub tests) on a project in tmp_path/proj: real runs."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-    from agentenv_hub_testkit import InProcessHub
-
-    project = tmp_path / "proj"
-    project.mkdir()
-    h = InProcessHub(project)
-    yield h
-    h.close()
 
 
 @pytest.fixture

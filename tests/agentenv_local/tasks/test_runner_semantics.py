@@ -7,19 +7,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-
-from agentenv_hub_testkit import InProcessHub, bash_check, deploy, gate, sandbox_folders, step_status, wait_until
+from agentenv_hub_testkit import bash_check, deploy, gate, sandbox_folders, step_status, wait_until
 
 from agentenv_local.artifacts import put_artifact
-
-
-@pytest.fixture
-def hub(tmp_path):
-    project = tmp_path / "proj"
-    project.mkdir()
-    h = InProcessHub(project)
-    yield h
-    h.close()
 
 
 def _q(path: Path) -> str:
