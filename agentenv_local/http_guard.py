@@ -86,7 +86,7 @@ class GuardPolicy:
             hosts = list(config.get("security.allowed_hosts") or [])
             max_body = int(config.get("security.max_body_bytes") or max_body)
             max_data = int(config.get("security.max_data_body_bytes") or max_data)
-        except Exception as e:  # noqa: BLE001 - a broken config must not open a server wider than the defaults
+        except Exception as e:  # a broken config must not open a server wider than the defaults
             logger.warning("reading [security] settings failed (%s); using the defaults", e)
         return cls([*hosts, *own_hosts], allowed_origins=allowed_origins, max_body_bytes=max_body,
                    max_data_body_bytes=max_data)

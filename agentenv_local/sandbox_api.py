@@ -4,16 +4,25 @@
 A provider creates sandboxes from a SandboxSpec, finds one again by id from a fresh process,
 lists its sandboxes and terminates them (idempotently). A Sandbox runs commands and moves files.
 Paths inside a sandbox are POSIX; `/app` is the working root (relative paths resolve under it).
+
+Beyond that, a provider may offer machine-level operations the core reaches only through this
+interface (the core never imports `sandboxes` itself): `setup`, an image store (`build_image`,
+`import_image`, `list_images`, `runtime_image`), `logs`, `prune` and `remove_leftover`. A provider
+that cannot do one raises `ProviderCannot` (an AgentenvError saying so, with a hint).
 """
 
 from __future__ import annotations
 
 import abc
+import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from agentenv_local.errors import AgentenvError
 
 
 class NetworkPolicy(BaseModel):
@@ -180,6 +189,10 @@ class Sandbox(abc.ABC):
                 "sandbox_mode": self.spec.mode, "run_id": self.spec.run_id}
 
 
+class ProviderCannot(AgentenvError):
+    """The provider does not offer this operation (e.g. an image store on plain processes)."""
+
+
 class SandboxProvider(abc.ABC):
     name: ClassVar[str] = ""
     # What the provider isolates; "none" means commands run on the host as you.
@@ -210,3 +223,52 @@ class SandboxProvider(abc.ABC):
             return False
         await sandbox.terminate()
         return True
+
+    # -- optional machine-level operations (the core reaches Podman's only through these) -----------
+    def _cannot(self, what: str, hint: str | None = None) -> ProviderCannot:
+        return ProviderCannot(f"the {self.name} sandbox provider cannot {what}",
+                              hint=hint or "use a provider that can, e.g. `podman` (agentenv sandbox setup)")
+
+    def setup(self, on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Make the provider ready on this machine (build what it needs once, probe fixes); safe to repeat.
+        Returns what it did, for `agentenv sandbox setup`."""
+        raise self._cannot("be set up")
+
+    def build_image(self, name: str, version: str, context: Path, *, containerfile: Path | None = None,
+                    build_args: dict[str, str] | None = None,
+                    on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Build `context` into the provider's local image store (`agentenv image build`)."""
+        raise self._cannot("build images")
+
+    def import_image(self, name: str, version: str, tarball: Path) -> dict[str, Any]:
+        """Import a rootfs tarball into the provider's local image store (`agentenv image import`)."""
+        raise self._cannot("import images")
+
+    def list_images(self) -> builtins.list[dict[str, Any]]:
+        """The images agentenv built or imported in the provider's store (`agentenv image list`)."""
+        raise self._cannot("list images")
+
+    def runtime_image(self, on_line: Callable[[str], None] | None = None) -> str:
+        """The image that runs agentenv itself (container agents and envs), built first when needed."""
+        raise self._cannot("provide the agentenv runtime image")
+
+    def logs(self, sandbox_id: str, tail: int = 200) -> str:
+        """What a sandbox's main process printed."""
+        raise ProviderCannot(f"{self.name} sandboxes keep no logs", hint="exec into it instead")
+
+    async def prune(self, run_is_dead: Callable[[str], bool], *,
+                    dry_run: bool = False) -> builtins.list[dict[str, Any]]:
+        """Remove the sandboxes dead runs left behind, and only those; returns them, each with a `reason`.
+
+        The default terminates every listed sandbox whose run `run_is_dead(run_id)`."""
+        rows = [r for r in await self.list() if r.get("run_id") and run_is_dead(r["run_id"])]
+        for r in rows:
+            r["reason"] = f"its run {r['run_id']} is dead"
+            if not dry_run:
+                await self.terminate(r["sandbox_id"])
+        return rows
+
+    @classmethod
+    def remove_leftover(cls, sandbox_id: str) -> None:
+        """Remove a sandbox by id without a provider instance (what a dead hub's record names)."""
+        raise ProviderCannot(f"the {cls.name} sandbox provider cannot remove leftovers by id")

@@ -119,7 +119,7 @@ async def _measure(project: Path, run_id: str, rate: int, seconds: float, presse
         seen0, batches0 = app.events_seen, app.pump.batches if app.pump else 0
         count_file = project.parent / "produced"
         # the producer is another process, as a run's gateway would be: it does not share our GIL
-        producer = subprocess.Popen([sys.executable, __file__, "--produce", run_id, "--project", str(project),  # noqa: ASYNC220
+        producer = subprocess.Popen([sys.executable, __file__, "--produce", run_id, "--project", str(project),
                                      "--rate", str(rate), "--count-file", str(count_file)])
         t0 = time.perf_counter()
         await pilot.pause(0.5)  # let the stream reach a steady state

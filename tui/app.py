@@ -104,5 +104,5 @@ class AgentenvTui(App):
             return
         try:
             self.call_from_thread(lambda: callback(*args, **kwargs))
-        except Exception:  # noqa: BLE001, S110 - the app (or the screen the callback draws on) went away
+        except Exception:  # the app (or the screen the callback draws on) went away
             pass

@@ -278,7 +278,7 @@ class EventPump:
                 self.batches += 1
                 try:
                     self.deliver(out)
-                except Exception:  # noqa: BLE001 - the app is closing
+                except Exception:  # the app is closing
                     return
                 if gone:
                     return
@@ -287,7 +287,7 @@ class EventPump:
         self._stop.set()
         try:
             self.stream.close()
-        except Exception:  # noqa: BLE001, S110 - already closed
+        except Exception:  # already closed
             pass
 
 

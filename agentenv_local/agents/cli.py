@@ -18,6 +18,7 @@ from typing import Any
 
 from .base import Agent
 
+
 def _builtins() -> dict[str, str]:
     from .hosting import BUILTIN
 
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = json.loads(args.config) if args.config else {}
         if not isinstance(config, dict):
-            raise ValueError("not an object")  # noqa: TRY004 - reported with the JSON errors
+            raise ValueError("not an object")  # reported with the JSON errors
     except ValueError as e:
         print(f"Error: --config must be a JSON object ({e})", file=sys.stderr)
         return 2

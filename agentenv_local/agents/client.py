@@ -228,7 +228,7 @@ class A2AClient:
         self._http = http
         self._own_http = http is None
 
-    async def __aenter__(self) -> A2AClient:  # noqa: PYI034
+    async def __aenter__(self) -> A2AClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -316,7 +316,7 @@ class A2AClient:
     async def _call(self, method_03: str, method_10: str, params: dict[str, Any]) -> Any:
         await self._ready()
         method = method_03 if self.protocol == "0.3" else method_10
-        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        body = jsonrpc.request(method, params, uuid.uuid4().hex)
         headers = {"A2A-Version": "1.0"} if self.protocol == "1.0" else {}
         answer = await self._send_http(self._client().post(self.rpc_url, json=body, headers=headers), self.rpc_url)
         if answer.status_code >= 400 and "json" not in answer.headers.get("content-type", ""):
@@ -374,7 +374,7 @@ class A2AClient:
         await self._ready()
         method = method_03 if self.protocol == "0.3" else method_10
         req_id = uuid.uuid4().hex
-        body = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}
+        body = jsonrpc.request(method, params, req_id)
         headers = {"Accept": "text/event-stream"}
         if self.protocol == "1.0":
             headers["A2A-Version"] = "1.0"

@@ -142,7 +142,7 @@ async def _peer_agents_check(client: Any, card: dict) -> Check:
             await client.peer_agents_set([])
     except AgentenvError as exc:
         return Check("peer-agents", "fail", exc.message)
-    except Exception as exc:  # noqa: BLE001 - the peer tools' MCP endpoint failing is this check's finding
+    except Exception as exc:  # the peer tools' MCP endpoint failing is this check's finding
         return Check("peer-agents", "fail", f"the peer tools' MCP endpoint: {type(exc).__name__}: {exc}")
 
 

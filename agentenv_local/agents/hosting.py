@@ -47,7 +47,7 @@ class HostedAgent:
             if self._task is not None:
                 try:
                     await asyncio.wait_for(asyncio.shield(self._task), 8)
-                except (TimeoutError, Exception):  # noqa: BLE001 - stop it the hard way
+                except (TimeoutError, Exception):  # stop it the hard way
                     self._server.force_exit = True
                     self._task.cancel()
                     with contextlib.suppress(BaseException):
@@ -86,7 +86,7 @@ async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
     except SystemExit as exc:  # sys.exit() at import: it must fail the step, not stop the hub's loop
         raise AgentStartError(f"agent {spec!r} exited while it was imported (sys.exit({exc.code!r}))",
                               hint=f"run it on its own to see why: python -m agentenv_local.agents {spec}") from None
-    except Exception as exc:  # noqa: BLE001 - a broken agent module: say which and why
+    except Exception as exc:  # a broken agent module: say which and why
         raise AgentStartError(f"cannot load agent {spec!r}: {type(exc).__name__}: {exc}") from exc
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
@@ -139,7 +139,7 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
         raise AgentStartError(f"agent {spec!r} (a subprocess) did not start" + (f"; it printed:\n{tail}" if tail else ""))
     hosted.url = url
     # Keep draining its stderr so a chatty agent never blocks on a full pipe.
-    log = open(log_path, "a") if log_path else None  # noqa: SIM115 - closed by the drain thread
+    log = open(log_path, "a") if log_path else None  # closed by the drain thread
 
     def drain() -> None:
         assert proc.stderr is not None

@@ -137,7 +137,7 @@ class PeerTools:
             raise
         except A2AError as e:
             raise PeerToolError(f"talking to peer {peer['name']!r} at {peer['url']} failed: {e}") from None
-        except Exception as e:  # noqa: BLE001 - e.g. a malformed peer URL: still the caller's answer, not a crash
+        except Exception as e:  # e.g. a malformed peer URL: still the caller's answer, not a crash
             raise PeerToolError(f"peer {peer['name']!r} at {peer['url']} cannot be reached: "
                                 f"{type(e).__name__}: {e}") from None
 

@@ -409,7 +409,7 @@ class ScriptedAgent(Agent):
             value, text, is_error = _result_value(result)
         except _Fail:
             raise
-        except Exception as e:  # noqa: BLE001 - an MCP-level error is the tool call's outcome
+        except Exception as e:  # an MCP-level error is the tool call's outcome
             value, text, is_error = None, f"{type(e).__name__}: {e}", True
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         state["tool_calls"] += 1

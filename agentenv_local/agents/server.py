@@ -306,7 +306,7 @@ class AgentRuntime:
                 result = record.to_wire(dialect, history_length)
         except wire.WireError as e:
             return _rpc_error(req_id, wire.INVALID_PARAMS, f"Invalid params: {e}", field=e.path)
-        return {"jsonrpc": "2.0", "id": req_id, "result": result}
+        return jsonrpc.result(req_id, result)
 
     async def _send(self, params: wire.SendParams, dialect: wire.Dialect) -> dict[str, Any]:
         record = self._start(params)
@@ -647,10 +647,7 @@ def _only(body: dict, allowed: set[str]) -> None:
 
 
 def _rpc_error(req_id: Any, code: int, message: str, *, field: str | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if field is not None:
-        error["data"] = {"field": field}
-    return {"jsonrpc": "2.0", "id": req_id, "error": error}
+    return jsonrpc.error(req_id, code, message, None if field is None else {"field": field})
 
 
 # --- the ASGI app -----------------------------------------------------------------------------------------

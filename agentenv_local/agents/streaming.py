@@ -162,7 +162,7 @@ class EventStream:
         self._done = record.terminal
 
     def _response(self, result: dict[str, Any]) -> bytes:
-        return sse_event({"jsonrpc": "2.0", "id": self.req_id, "result": result})
+        return sse_event(jsonrpc.result(self.req_id, result))
 
     async def events(self) -> AsyncIterator[bytes]:
         try:

@@ -248,7 +248,7 @@ class ToolLoopAgent(Agent):
         try:
             provider = make_provider(cfg.api, base_url, api_key=key, timeout_s=cfg.request_timeout_s,
                                      max_retries=cfg.max_retries)
-        except Exception as exc:  # noqa: BLE001 - a config problem (bad URL): say so, masked
+        except Exception as exc:  # a config problem (bad URL): say so, masked
             raise _Fail("tool_loop.not_configured", getattr(exc, "message", str(exc))) from None
         user_text = request.text
         if request.data:
@@ -280,7 +280,7 @@ class ToolLoopAgent(Agent):
         repaired = False
         try:
             await tools.load()
-        except Exception as exc:  # noqa: BLE001 - an env that cannot be listed is an infra problem
+        except Exception as exc:  # an env that cannot be listed is an infra problem
             raise _Fail("tool_loop.mcp_unavailable", f"could not list the tools of the registered MCP "
                                                      f"servers: {type(exc).__name__}: {exc}",
                         "infra_error") from None
@@ -357,7 +357,7 @@ class ToolLoopAgent(Agent):
             try:
                 result = await (await tools.client(server)).call_tool(tool, call.arguments)
                 text, is_error = _result_text(result)
-            except Exception as exc:  # noqa: BLE001 - an MCP-level failure is the call's (error) result
+            except Exception as exc:  # an MCP-level failure is the call's (error) result
                 text, is_error = f"{type(exc).__name__}: {exc}", True
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         text = _clip(text)

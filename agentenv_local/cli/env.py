@@ -149,7 +149,7 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
         def teardown() -> None:
             try:
                 s.call("envs.teardown", record["instance_id"])
-            except Exception as e:  # noqa: BLE001 - the hub's close tears it down anyway
+            except Exception as e:  # the hub's close tears it down anyway
                 click.echo(f"teardown: {e}", err=True)
             click.echo(f"Tore down {record['instance_id']}.", err=True)
 

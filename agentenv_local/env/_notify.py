@@ -76,7 +76,7 @@ class ToolsChangedNotifier:
         for connection in list(self._connections):
             try:
                 await connection.send_tool_list_changed()
-            except Exception:  # noqa: BLE001 - a session that went away (Connection.notify swallows most)
+            except Exception:  # a session that went away (Connection.notify swallows most)
                 self._connections.discard(connection)
         await self._bus.publish(ToolsListChanged())
 

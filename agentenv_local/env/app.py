@@ -23,6 +23,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from agentenv_local import jsonrpc
+
 if TYPE_CHECKING:
     from .runtime import Runtime
 
@@ -50,9 +52,9 @@ def data_plane_refusal(admin_token: str | None, headers: Any) -> Any:
     scheme, _, token = (headers.get("authorization") or "").strip().partition(" ")
     if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), admin_token.encode()):
         return None
-    return _json({"jsonrpc": "2.0", "id": None, "error": {
-        "code": -32001, "message": "the data plane of this env server needs its admin token "
-                                   "(Authorization: Bearer <token>); reach it through the env's gateway"}}, 401)
+    return _json(jsonrpc.error(None, -32001, "the data plane of this env server needs its admin token "
+                                             "(Authorization: Bearer <token>); reach it through the env's gateway"),
+                 401)
 
 
 def guarded(app: Any, own_hosts: Any = (), guard: Any = None) -> Any:

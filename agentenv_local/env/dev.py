@@ -203,7 +203,7 @@ class DevServer:
             self.current = self.load()
         except EnvLoadError:
             raise
-        except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the user's module raises is reported
+        except (Exception, SystemExit) as e:  # whatever the user's module raises is reported
             raise EnvLoadError(f"{self.path} does not load:\n{format_load_error(e, self.folder)}") from None
 
     @property
@@ -232,12 +232,12 @@ class DevServer:
         started = time.monotonic()
         try:
             new = self.load()
-        except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the user's module raises at import
+        except (Exception, SystemExit) as e:  # whatever the user's module raises at import
             self._report_failure(e)
             return False
         try:
             await new.startup()
-        except Exception as e:  # noqa: BLE001 - the user's hook: reported, the old version keeps serving
+        except Exception as e:  # the user's hook: reported, the old version keeps serving
             self._report_failure(e, what="on_startup failed")
             return False
         old = self.current
@@ -260,7 +260,7 @@ class DevServer:
             await self._drain(old)
             try:
                 await old.shutdown()
-            except Exception as e:  # noqa: BLE001 - the user's hook: reported, the reload stands
+            except Exception as e:  # the user's hook: reported, the reload stands
                 _log(f"warning: the previous {old.name} instance's on_shutdown failed: {type(e).__name__}: {e}")
         return True
 

@@ -472,7 +472,7 @@ class EnvManager:
             except SystemExit as e:  # sys.exit() at import: never let it reach (and stop) the hub's loop
                 raise DeployError(f"{where}: {senv.module} exited while it was imported (sys.exit({e.code!r}))",
                                   hint=alone) from None
-            except Exception as e:  # noqa: BLE001 - the author's import error, shown as it is
+            except Exception as e:  # the author's import error, shown as it is
                 raise DeployError(f"{where}: cannot load {senv.module}: {type(e).__name__}: {e}",
                                   hint=alone) from None
             return env_obj, {"name": child_name, "kind": "in_process"}
@@ -591,7 +591,7 @@ class EnvManager:
         async def logs() -> str:
             try:
                 text = (await asyncio.to_thread(provider.logs, sandbox.sandbox_id, 40)).strip()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 text = f"(cannot read its logs: {e})"
             return text or "(nothing)"
 
@@ -672,7 +672,7 @@ class EnvManager:
                 r = await http.get(card_url)
             if r.status_code == 200:
                 return r.json()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.warning("env card %s: %r", card_url, e)
         if gateway is not None:
             with contextlib.suppress(Exception):
@@ -686,7 +686,7 @@ class EnvManager:
             if inst.serve_task is not None:
                 try:
                     await asyncio.wait_for(asyncio.shield(inst.serve_task), 8)
-                except (TimeoutError, Exception):  # noqa: BLE001
+                except (TimeoutError, Exception):
                     inst.server.force_exit = True
                     inst.serve_task.cancel()
                     with contextlib.suppress(BaseException):

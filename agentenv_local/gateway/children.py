@@ -138,7 +138,7 @@ class Child:
         if self.spec.token:  # its data plane requires the token (read, then dropped from its environment)
             env[ADMIN_TOKEN_ENV] = self.spec.token
         # starting it doesn't block; its output is read off the loop
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,  # noqa: ASYNC220
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, env=env)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
@@ -192,7 +192,7 @@ class Child:
                         if r.status_code < 500:
                             return
                         last = f"GET /mcp -> {r.status_code} {r.text[:300]}"
-                except Exception as e:  # noqa: BLE001 - any transport failure means "not yet"
+                except Exception as e:  # any transport failure means "not yet"
                     last = f"{type(e).__name__}: {e}"
                 if self.proc is not None and self.proc.poll() is not None:
                     raise ChildError(f"child {self.name!r} exited with code {self.proc.returncode}; its last "
@@ -242,7 +242,7 @@ class Child:
                     self.tools_changed()
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - a child without subscriptions/listen simply never says
+        except Exception as e:  # a child without subscriptions/listen simply never says
             logger.debug("child %s: no subscriptions/listen stream: %r", self.name, e)
 
     def tools_changed(self) -> None:
@@ -260,7 +260,7 @@ class Child:
                 continue
             try:
                 await self.on_tools_changed(self)
-            except Exception as e:  # noqa: BLE001 - the previous tool list keeps serving
+            except Exception as e:  # the previous tool list keeps serving
                 logger.warning("child %s: re-listing its tools after tools/list_changed failed: %r", self.name, e)
 
     async def _open(self, timeout: float | None = None) -> None:
@@ -283,7 +283,7 @@ class Child:
                             listener.cancel()
                             with contextlib.suppress(BaseException):
                                 await listener
-            except BaseException as e:  # noqa: BLE001 - reported to whoever waits for the session
+            except BaseException as e:  # reported to whoever waits for the session
                 if not opened.done():
                     opened.set_exception(e if isinstance(e, Exception) else ChildError(repr(e)))
                 elif not isinstance(e, asyncio.CancelledError):
@@ -314,7 +314,7 @@ class Child:
         if runner is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(runner), 5)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 runner.cancel()
                 with contextlib.suppress(BaseException):
                     await runner
@@ -352,7 +352,7 @@ class Child:
         if lean is not None and tool in self._lean_ok:
             try:
                 outcome = await lean.call_tool(tool, arguments, meta, self._on_lean_notification)
-            except Exception as e:  # noqa: BLE001 - complete() reports it as call() always has
+            except Exception as e:  # complete() reports it as call() always has
                 outcome = e
         return await self.complete(tool, arguments, meta, generation, outcome)
 
@@ -372,7 +372,7 @@ class Child:
         except Exception:
             try:
                 await self.reopen(generation)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 logger.warning("child %s: reopening its session failed: %s", self.name, e)
             raise
 
@@ -401,7 +401,7 @@ class Child:
             self.proc.terminate()
             try:
                 await asyncio.get_running_loop().run_in_executor(None, self.proc.wait, 10)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.proc.kill()
 
 
@@ -413,7 +413,7 @@ def _inprocess_lane(env: Any, client: Any) -> tuple[Any, dict] | None:
         request: dict[str, Any] = {"method": "tools/call", "params": {}}
         client.session._stamp(request, {})  # the modern revision's per-request stamp (mcp keeps it private)
         meta = request["params"].get("_meta") or {}
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     envelope = {k: v for k, v in meta.items() if k.startswith(_ENVELOPE_PREFIX)}
     if _ENVELOPE_PREFIX + "protocolVersion" not in envelope:
@@ -535,7 +535,7 @@ class _LeanSession:
             http.release(conn, keep)
             try:
                 outcome = self._read_answer(request_id, status, content_type, data, on_notification)
-            except Exception as e:  # noqa: BLE001 - handed on, as call_tool would raise it
+            except Exception as e:  # handed on, as call_tool would raise it
                 outcome = e
             on_outcome(outcome)
 

@@ -124,7 +124,7 @@ def build_app(gateway: Gateway) -> Any:
             async with httpx2.AsyncClient(timeout=3600) as http:
                 r = await http.post(f"{child.base}/agentenv", content=raw,
                                     headers=child_headers(gateway, child, {"content-type": "application/json"}))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return _json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"forward failed: {e}"}})
         return Response(r.content, status_code=r.status_code,
                         media_type=r.headers.get("content-type", "application/json"))
@@ -238,7 +238,7 @@ def build_app(gateway: Gateway) -> Any:
             async with httpx2.AsyncClient(timeout=httpx2.Timeout(3600, connect=10)) as http:
                 r = await http.request(request.method, url, params=dict(request.query_params),
                                        content=await request.body(), headers=headers)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return _json({"error": f"Proxy request failed: {e!r}"}, 502)
         out = {k: v for k, v in r.headers.items() if k.lower() not in _HOP_HEADERS | {"content-encoding"}}
         return Response(r.content, status_code=r.status_code, headers=out)

@@ -457,7 +457,7 @@ class Gateway:
             try:
                 async with self._guard(), asyncio.timeout(self.tool_timeout):
                     result = await child.call(child_tool, arguments, meta)
-            except Exception as e:  # noqa: BLE001 - a dead or failing child is a tool error, not a hang
+            except Exception as e:  # a dead or failing child is a tool error, not a hang
                 return self._call_failed(opened, child, e, raise_failures)
             server = child.name
         self._close_call(opened, server, result)
@@ -509,7 +509,7 @@ class Gateway:
                 raise outcome
             async with asyncio.timeout(self.tool_timeout):
                 result = await child.complete(child_tool, arguments, meta, generation, outcome)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             respond(self._call_failed(opened, child, e, raise_failures=False))
             return
         self._close_call(opened, child.name, result)
@@ -602,7 +602,7 @@ class Gateway:
         try:
             async with self._guard():
                 result = await child.call(child_tool, arguments, meta)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return _error_result(f"Tool '{tool}' failed: {type(e).__name__}: {e}")
         self._absorb_changes(child.name, result, self._internal_actor(tool, role))
         return result
@@ -753,7 +753,7 @@ class Gateway:
                 card = r.json()
                 if not isinstance(card, dict):
                     return None
-        except Exception as e:  # noqa: BLE001 - omitted, as the reference does
+        except Exception as e:  # omitted, as the reference does
             logger.warning("env card: child %s: %r; omitting", child.name, e)
             return None
         return rewrite_child_card(f"mcp-{child.name}", card)
@@ -828,7 +828,7 @@ class Gateway:
                                                      params["name"], params.get("arguments"))
             else:
                 result = self._mcp_list_result(headers, params.get("_meta"))
-        except Exception as e:  # noqa: BLE001 - mapped to the wire exactly as the stack maps it
+        except Exception as e:  # mapped to the wire exactly as the stack maps it
             return self._mcp_error(message, e)
         return self._mcp_reply(message, version, result)
 
@@ -857,7 +857,7 @@ class Gateway:
             # the usual plain call result is what the stack's sieve would answer; anything else goes through it
             if method != "tools/call" or not plain_call_result(result):
                 result = self._serialize_result(method, version, result)
-        except Exception as e:  # noqa: BLE001 - mapped to the wire exactly as the stack maps it
+        except Exception as e:  # mapped to the wire exactly as the stack maps it
             return self._mcp_error(message, e)
         if result.get("resultType") is None:
             result["resultType"] = "complete"

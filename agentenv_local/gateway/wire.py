@@ -107,7 +107,7 @@ class _Conn(asyncio.Protocol):
             return
         try:
             answer = self._parse()
-        except Exception as e:  # noqa: BLE001 - a garbled answer fails the call and the connection
+        except Exception as e:  # a garbled answer fails the call and the connection
             self.close()
             self._settle(ConnectionError(f"the child answered unreadable HTTP: {e!r}"))
             return

@@ -842,7 +842,7 @@ class FakeModelServer:
         method, path = scope["method"], scope["path"]
         try:
             status, body, extra_headers = await self._handle(method, path, headers, b"".join(chunks))
-        except Exception as exc:  # noqa: BLE001 - a bug in a scripted callable: answer 500, say what broke
+        except Exception as exc:  # a bug in a scripted callable: answer 500, say what broke
             status, body, extra_headers = 500, {"error": {"message": f"fake server error: {exc!r}",
                                                           "type": "server_error"}}, {}
         payload = json.dumps(body).encode() if not isinstance(body, bytes) else body

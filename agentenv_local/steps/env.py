@@ -104,8 +104,7 @@ class DeployEnvStep(Step):
         async with httpx2.AsyncClient(timeout=120, headers=admin_headers(ctx, record)) as http:
             for child in record.get("children") or []:
                 r = await http.post(f"{record['gateway_url']}/svc/mcp-{child['name']}/agentenv",
-                                    json={"jsonrpc": "2.0", "id": 1, "method": "data/add",
-                                          "params": {"parts": parts}})
+                                    json=jsonrpc.request("data/add", {"parts": parts}))
                 body = r.json() if r.status_code < 500 else {"error": r.text}
                 if "error" in body:
                     raise StepError(f"step {self.id!r}: loading artifact {self.artifact_id!r} into "

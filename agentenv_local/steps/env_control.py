@@ -158,7 +158,7 @@ class EnvGateway:
     async def rpc(self, child: str | None, method: str, params: dict | None = None) -> Any:
         """JSON-RPC on a child's data plane (/svc/mcp-<child>/agentenv), or the env-level one (child None)."""
         path = f"/svc/mcp-{child}/agentenv" if child else "/agentenv"
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        body = jsonrpc.request(method, params or {})
         status, answer = await self.request("POST", path, body=body, child=child)
         if isinstance(answer, dict) and answer.get("error"):
             err = answer["error"]

@@ -137,7 +137,7 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
             continue
         try:
             problems += [f"{label} ({step_type}): {p}" for p in step.config_problems()]
-        except Exception as exc:  # noqa: BLE001 - a step type's own checks (a plugin's too) tripped on a bad value
+        except Exception as exc:  # a step type's own checks (a plugin's too) tripped on a bad value
             problems.append(f"{label} ({step_type}): a field has a value of the wrong shape "
                             f"({type(exc).__name__}: {shorten(str(exc), 120, quote=False)}); "
                             "compare it with the step's fields in the docs")

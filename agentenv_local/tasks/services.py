@@ -33,7 +33,7 @@ class RunServices:
         values = getattr(self.config, "secret_values", None)
         try:
             self._secrets = list(values()) if values is not None else []
-        except Exception:  # noqa: BLE001 - a config that cannot say keeps the values it said last time
+        except Exception:  # a config that cannot say keeps the values it said last time
             log.warning("could not read the config's secret values; masking with the last ones read")
 
     def mask(self, value: Any) -> Any:

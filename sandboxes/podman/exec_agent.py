@@ -1,4 +1,4 @@
-# ruff: noqa: UP031, BLE001  (runs on any image's python3, old ones too; must answer every request)
+# Runs on any image's python3, old ones too; must answer every request.
 """The exec agent: runs inside a container and serves the host's requests, either on its stdin/stdout
 (started as `podman exec -i CONTAINER python3 -u -c <this file>`) or, as the container's main process,
 on a unix socket in a folder the host bind-mounts (`... -c <this file> --listen /.agentenv/agent.sock`),

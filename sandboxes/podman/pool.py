@@ -92,7 +92,7 @@ class WarmPool:
         while len(queue) < self.size:
             try:
                 sandbox = await self.provider.start_container(template, image, pooled=True)
-            except Exception as exc:  # noqa: BLE001 - the pool is an optimisation: a failure here only costs speed
+            except Exception as exc:  # the pool is an optimisation: a failure here only costs speed
                 logger.warning("warm pool: could not start a container for %s: %s", image, exc)
                 return
             queue.append(sandbox)

@@ -526,7 +526,7 @@ class PodmanSandboxProvider(SandboxProvider):
     def _state(self, sandbox_id: str) -> dict:
         try:
             container = self.ready().containers.get(sandbox_id)
-        except Exception:  # noqa: BLE001 - gone, or never made: no state
+        except Exception:  # gone, or never made: no state
             return {}
         return (container.attrs or {}).get("State") or {}
 

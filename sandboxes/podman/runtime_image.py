@@ -205,7 +205,7 @@ def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> l
     gone = []
     try:
         rows = images.list_images(config)
-    except Exception:  # noqa: BLE001 - tidying up is best effort
+    except Exception:  # tidying up is best effort
         return gone
     for row in rows:
         if row["name"] != name or not _AUTO_VERSION.fullmatch(row["version"] or ""):

@@ -55,7 +55,7 @@ class PodmanService:
         try:
             with podman.PodmanClient(base_url=self.base_url, timeout=3) as client:
                 return bool(client.ping())
-        except Exception:  # noqa: BLE001 - any failure means "does not answer"
+        except Exception:  # any failure means "does not answer"
             return False
 
     def client(self):

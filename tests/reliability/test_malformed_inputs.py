@@ -630,7 +630,7 @@ def run_in_process(root: Path, argv: list[str], env: dict[str, str]) -> tuple[in
             main()
         except SystemExit as exc:
             code = exc.code
-        except BaseException:  # noqa: BLE001 - an escaped exception is exactly what this suite hunts
+        except BaseException:  # an escaped exception is exactly what this suite hunts
             sys.stderr.write(traceback.format_exc())
             code = "escaped"
         finally:

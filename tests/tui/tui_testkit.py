@@ -24,7 +24,7 @@ async def until(pilot, predicate: Callable[[], Any], timeout: float = 60, what: 
     while time.monotonic() < deadline:
         try:
             last = predicate()
-        except Exception as exc:  # noqa: BLE001 - a widget not mounted yet
+        except Exception as exc:  # a widget not mounted yet
             last = exc
         if last and not isinstance(last, Exception):
             return last
@@ -59,7 +59,7 @@ def close_hub(hub: InProcessHub) -> None:
     for run_id in list(runner.active):
         try:
             hub.session.call("runner.cancel", run_id=run_id)
-        except Exception:  # noqa: BLE001, S110 - it may have just finished
+        except Exception:  # it may have just finished
             pass
     deadline = time.monotonic() + 20
     while runner.active and time.monotonic() < deadline:

@@ -86,7 +86,7 @@ class RunScreen(Screen):
             steps = source.task_steps(record["task_id"], record.get("task_version"))
             events = source.run_events(self.run_id)
             reviews = source.pending_reviews(self.run_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.app.fail(f"could not load run {self.run_id}", exc)
             return
         self.app.later(self._loaded_run, record, steps, events, reviews)
@@ -114,7 +114,7 @@ class RunScreen(Screen):
             try:
                 record = self.app.source.run_detail(self.run_id)
                 events = self.app.source.run_events(self.run_id, after_id=self.state.last_event_id)
-            except Exception:  # noqa: BLE001 - the next event tries again
+            except Exception:  # the next event tries again
                 record, events = None, []
             self.app.later(self._reloaded, record, events)
         self.run_worker(work, thread=True, group="run-reload")
@@ -127,7 +127,7 @@ class RunScreen(Screen):
         agents_before = len(self.human_agents())
         self.state.load(record, events)
         self.refresh_all()
-        if len(self.state.deployed_envs()) != envs_before or not self.state.status in LIVE:
+        if len(self.state.deployed_envs()) != envs_before or self.state.status not in LIVE:
             self._refresh_env(force=True)
         if len(self.human_agents()) != agents_before:
             self._refresh_human()
@@ -198,7 +198,7 @@ class RunScreen(Screen):
                     is_live = live and not rec.get("torn_down")
                     rest = source.clock_state(rec["gateway_url"]) if is_live and rec.get("gateway_url") else None
                     views.append(env_view(rec, saved, now, rest_clock=rest, live=is_live and rest is not None))
-                except Exception:  # noqa: BLE001 - show what we have
+                except Exception:  # show what we have
                     views.append(env_view(rec, None, now))
             self.app.later(self._env_loaded, views)
         self.run_worker(work, thread=True, group="env-load")
@@ -230,7 +230,7 @@ class RunScreen(Screen):
                 try:
                     conversations[agent["agent_name"]] = source.human_conversation(agent)
                     pending += [{**q, "agent_name": agent["agent_name"]} for q in source.human_pending(agent)]
-                except Exception:  # noqa: BLE001, S110 - it may be going away
+                except Exception:  # it may be going away
                     pass
             self.app.later(self._human_loaded, conversations, pending)
         self.run_worker(work, thread=True, group="human-load")
@@ -330,7 +330,7 @@ class RunScreen(Screen):
         def work() -> None:
             try:
                 answer = app.source.advance_clock(view.instance_id, seconds)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 app.fail("could not advance the clock", exc)
                 return
             app.later(app.notify, f"clock advanced by {seconds:g}s to {answer.get('virtual_time')}")
@@ -348,7 +348,7 @@ class RunScreen(Screen):
         def work() -> None:
             try:
                 app.source.review(review["review_id"], decision)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 app.fail("could not record the decision", exc)
                 return
             app.later(app.notify, f"review {review.get('label') or review['review_id']}: {decision}")
@@ -372,7 +372,7 @@ class RunScreen(Screen):
         def work() -> None:
             try:
                 app.source.human_reply(agent, question["task_id"], message.text, end=message.end)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 app.fail("could not send the reply", exc)
                 return
             app.later(app.notify, f"answered {agent['agent_name']}")

@@ -51,7 +51,7 @@ class RunsScreen(Screen):
     def _load(self) -> None:
         try:
             rows = self.app.source.list_runs(500)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.app.fail("could not list runs", exc)
             return
         self.app.later(self._loaded, rows)
@@ -96,7 +96,7 @@ class RunsScreen(Screen):
             return None
         try:
             return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:  # noqa: BLE001 - an empty or shrinking table
+        except Exception:  # an empty or shrinking table
             return None
 
     # -- filter --
@@ -144,7 +144,7 @@ class RunsScreen(Screen):
             try:
                 jobs = app.source.jobs_for(request["kind"], request["target"], request["k"])
                 started = app.launcher.launch(jobs, request["concurrency"])
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 app.fail(f"could not start {request['kind']} {request['target']!r}", exc)
                 return
             waiting = len(jobs) - len(started)
@@ -188,7 +188,7 @@ def _run_action(app, run_id: str, action: str, done: str) -> None:
     def work() -> None:
         try:
             getattr(app.source, action)(run_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             app.fail(f"could not {action} {run_id}", exc)
             return
         app.later(app.notify, f"{done} {run_id}")

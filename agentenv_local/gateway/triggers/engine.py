@@ -316,7 +316,7 @@ class TriggerEngine:
             if not self._clock_armed():
                 return None
             return self._clock.now()
-        except Exception:  # noqa: BLE001 - fail-open
+        except Exception:  # fail-open
             return None
 
     def _t0(self) -> datetime | None:
@@ -706,13 +706,13 @@ class TriggerEngine:
     def _read_only(self, tool: str) -> bool:
         try:
             return bool(self._actions.read_only(tool))
-        except Exception:  # noqa: BLE001 - fail-open
+        except Exception:  # fail-open
             return False
 
     def _matches(self, trig: _Trigger, where: dict, ctx: dict) -> bool:
         try:
             return where_holds(where, ctx)
-        except Exception as exc:  # noqa: BLE001 - fail-open
+        except Exception as exc:  # fail-open
             self._emit("eval_error", trig.id, detail=(str(exc) or type(exc).__name__)[:300])
             return False
 
@@ -750,7 +750,7 @@ class TriggerEngine:
                     matched = await self._run_check(trig.spec.when.check)
                 except asyncio.CancelledError:
                     raise
-                except Exception as exc:  # noqa: BLE001 - fail-open
+                except Exception as exc:  # fail-open
                     self._emit("eval_error", trig.id, detail=(str(exc) or type(exc).__name__)[:300])
                     matched = False
                 if self._triggers.get(trig.id) is not trig or trig.status != "armed":
@@ -1017,7 +1017,7 @@ class TriggerEngine:
             return True
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - fail-open
+        except Exception as exc:  # fail-open
             self._emit("action_failed", trig.id, action_index=index,
                        detail=(str(exc) or type(exc).__name__)[:300], **named)
             return False

@@ -81,7 +81,7 @@ class Notes(Env):
     def add_note(self, ctx: ToolContext,
                  title: Annotated[str, Field(description="A short title", min_length=1, max_length=200)],
                  body: Annotated[str, Field(description="The note's text")] = "",
-                 tags: Annotated[list[str], Field(description="Labels to find the note by")] = []) -> dict:  # noqa: B006
+                 tags: Annotated[list[str], Field(description="Labels to find the note by")] = []) -> dict:
         """Write a new note; returns it with its id and creation time."""
         if ctx.caller.role == "viewer":
             raise EnvError("permission_denied", "viewers cannot write notes")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 # The transports (uvicorn on a free port, env subprocesses, `agentenv env dev`) are the env tests' kit.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
-from agentenv_env_testkit import (  # noqa: E402
+from agentenv_env_testkit import (
     DEV_V1,
     DEV_V2,
     ECHO,

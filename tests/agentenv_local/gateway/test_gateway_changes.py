@@ -176,7 +176,7 @@ def test_concurrent_roles_each_get_one_exact_actor(kv, mode):
             try:
                 with http(base) as mine:
                     step(mine, "put_slowly", {"key": role, "value": role, "pause": 0.1}, role)
-            except BaseException as e:  # noqa: BLE001 - reported below
+            except BaseException as e:  # reported below
                 errors.append(e)
 
         threads = [threading.Thread(target=write, args=(role,)) for role in roles]

@@ -455,7 +455,7 @@ def test_concurrent_mutations_and_reads_do_not_break():
             for j in range(200):
                 access.apply("disable" if j % 2 else "enable", f"role{i}", [f"tool{j % 7}"])
                 access.apply("enable", "*", [f"tool{j % 5}"])
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
 
     def read():
@@ -463,7 +463,7 @@ def test_concurrent_mutations_and_reads_do_not_break():
             for _ in range(400):
                 access.roles_state()
                 access.filter_tools("role1", [f"tool{k}" for k in range(7)])
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=mutate, args=(i,)) for i in range(4)] + [

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import json
 
-from agentenv_hub_testkit import (Background, bash_check, cli, deploy, gate, hub_info, runs_json, sandbox_folders,
-                                  wait_until, write_bundle)
+from agentenv_hub_testkit import (
+    Background,
+    bash_check,
+    cli,
+    deploy,
+    gate,
+    hub_info,
+    runs_json,
+    sandbox_folders,
+    wait_until,
+    write_bundle,
+)
 
 
 def _owner_pid(run: dict) -> int:
@@ -156,10 +166,10 @@ def test_a_hub_whose_command_is_done_prints_everything_then_serves_the_others(tm
 def test_a_short_command_that_is_the_hub_prints_its_result_before_serving_others(tmp_path):
     """`artifact put` prints after its session closes; as the hub with a client, it still prints
     at once and only then stays up for the client."""
+    from agentenv_hub_testkit import clean_env
+
     from agentenv_local.config import load_config
     from agentenv_local.hub import connect
-
-    from agentenv_hub_testkit import clean_env
 
     project = tmp_path / "proj"
     (project / ".agentenv").mkdir(parents=True)

@@ -7,9 +7,22 @@ import os
 from pathlib import Path
 
 import pytest
-
-from agentenv_hub_testkit import (Background, InProcessHub, bash_check, cli, deploy, gate, hub_info, run_id_of,
-                                  runs_json, sandbox_folders, show_json, step_status, wait_until, write_bundle)
+from agentenv_hub_testkit import (
+    Background,
+    InProcessHub,
+    bash_check,
+    cli,
+    deploy,
+    gate,
+    hub_info,
+    run_id_of,
+    runs_json,
+    sandbox_folders,
+    show_json,
+    step_status,
+    wait_until,
+    write_bundle,
+)
 
 
 def _crashy_bundle(project: Path, tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from agentenv_hub_testkit import (Background, bash_check, cli, deploy, gate, hub_info, run_id_of, runs_json,
-                                  sandbox_folders, show_json, step_status, wait_until, write_bundle)
+from agentenv_hub_testkit import (
+    Background,
+    bash_check,
+    cli,
+    deploy,
+    gate,
+    hub_info,
+    run_id_of,
+    runs_json,
+    sandbox_folders,
+    show_json,
+    step_status,
+    wait_until,
+    write_bundle,
+)
 
 
 def test_another_process_sees_a_run_and_its_steps_live(tmp_path):

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
-from agentenv_hub_testkit import (Background, bash_check, cli, deploy, run_id_of, runs_json, sandbox_folders,
-                                  show_json, step_status, wait_until, write_bundle)
+from agentenv_hub_testkit import (
+    Background,
+    bash_check,
+    cli,
+    deploy,
+    run_id_of,
+    runs_json,
+    sandbox_folders,
+    show_json,
+    step_status,
+    wait_until,
+    write_bundle,
+)
 
 
 @pytest.fixture

@@ -6,9 +6,21 @@ import os
 import signal
 
 import pytest
-
-from agentenv_hub_testkit import (Background, bash_check, cli, deploy, gate, hub_info, run_id_of, runs_json,
-                                  sandbox_folders, show_json, step_status, wait_until, write_bundle)
+from agentenv_hub_testkit import (
+    Background,
+    bash_check,
+    cli,
+    deploy,
+    gate,
+    hub_info,
+    run_id_of,
+    runs_json,
+    sandbox_folders,
+    show_json,
+    step_status,
+    wait_until,
+    write_bundle,
+)
 
 
 def _slow_bundle(project, release):

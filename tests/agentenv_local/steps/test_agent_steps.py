@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
 
-from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle  # noqa: E402
+from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle
 
 ROOT = Path(__file__).resolve().parents[3]
 

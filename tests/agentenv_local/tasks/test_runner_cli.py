@@ -6,9 +6,20 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from agentenv_hub_testkit import (Background, bash_check, cli, deploy, gate, run_id_of, runs_json, sandbox_folders,
-                                  show_json, step_status, wait_until, write_bundle)
+from agentenv_hub_testkit import (
+    Background,
+    bash_check,
+    cli,
+    deploy,
+    gate,
+    run_id_of,
+    runs_json,
+    sandbox_folders,
+    show_json,
+    step_status,
+    wait_until,
+    write_bundle,
+)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agentenv_local" / "hub"))
 
-from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle  # noqa: E402
-from podman_support import project_containers  # noqa: E402
+from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle
+from podman_support import project_containers
 
 ROOT = Path(__file__).resolve().parents[3]
 
