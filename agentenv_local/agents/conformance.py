@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentenv_local import jsonrpc
 from agentenv_local.errors import AgentenvError
 
 
@@ -58,10 +59,10 @@ async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = N
         try:
             async with httpx2.AsyncClient(timeout=timeout) as http:
                 # the JSON-RPC URL the client resolved from the card (it may be relative, as the reference's is)
-                reply = (await http.post(client.rpc_url or url, json={
-                    "jsonrpc": "2.0", "id": 1, "method": "agentenv/no-such-method", "params": {}})).json()
+                reply = (await http.post(client.rpc_url or url,
+                                         json=jsonrpc.request("agentenv/no-such-method", {}))).json()
             code = (reply.get("error") or {}).get("code")
-            checks.append(Check("unknown method refused", "pass" if code == -32601 else "fail",
+            checks.append(Check("unknown method refused", "pass" if code == jsonrpc.METHOD_NOT_FOUND else "fail",
                                 f"error code {code}"))
         except (httpx2.HTTPError, ValueError) as exc:
             checks.append(Check("unknown method refused", "fail", str(exc)))

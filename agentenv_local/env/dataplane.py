@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from agentenv_local.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SERVER_ERROR
+from agentenv_local.jsonrpc import error as rpc_error
+from agentenv_local.jsonrpc import result as rpc_result
+
 from ._params import describe_validation_error
 from .card import METHOD_ADD, METHOD_GET, METHOD_RESET, AddDataRequest, GetDataResponse
 from .errors import EnvError, find_env_error
@@ -26,24 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-SERVER_ERROR = -32000
-
 _FAILURE_CODES = {METHOD_RESET: "reset_failed", METHOD_ADD: "add_failed", METHOD_GET: "get_failed"}
-
-
-def rpc_error(rid: Any, code: int, message: str, data: Any = None) -> dict:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": rid, "error": error}
-
-
-def rpc_result(rid: Any, result: Any) -> dict:
-    return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
 class _InvalidParams(Exception):
