@@ -27,6 +27,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agentenv_local import jsonrpc
 from agentenv_local.errors import AgentenvError
 
 from . import wire

@@ -37,6 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentenv_local import jsonrpc
 from agentenv_local.untrusted import UntrustedInputError, parse_json
 
 from . import streaming, wire

@@ -24,6 +24,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agentenv_local import jsonrpc
+
 from . import wire
 
 # JSON-RPC method -> (dialect, operation)

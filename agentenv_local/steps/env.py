@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from agentenv_local import jsonrpc
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 

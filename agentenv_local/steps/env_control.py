@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentenv_local import artifacts as artifact_types
+from agentenv_local import jsonrpc
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
