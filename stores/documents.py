@@ -48,6 +48,7 @@ class DocumentStore:
             row = self._con.execute(
                 "SELECT max(version) FROM documents WHERE collection = ? AND id = ?", [collection, id]
             ).fetchone()
+        assert row is not None  # an aggregate answers one row
         return row[0] or 0
 
     def put(self, collection: str, id: str, body: dict, version: int | None = None,
@@ -145,22 +146,28 @@ class RecordStore:
                 "SELECT rev, created_at FROM records WHERE collection = ? AND id = ?", [collection, id]
             ).fetchone()
             if rev is not None and (row[0] if row else 0) != rev:
-                raise ConflictError(f"{collection}/{id} changed since you read it (rev {row[0] if row else 0}, not {rev})")
+                raise ConflictError(
+                    f"{collection}/{id} changed since you read it (rev {row[0] if row else 0}, not {rev})")
             if row is None:
-                self._con.execute("INSERT INTO records VALUES (?, ?, 1, ?, ?, ?)", [collection, id, now, now, dumps(body)])
-                return {"collection": collection, "id": id, "rev": 1, "created_at": now, "updated_at": now, "body": body}
+                self._con.execute("INSERT INTO records VALUES (?, ?, 1, ?, ?, ?)",
+                                  [collection, id, now, now, dumps(body)])
+                return {"collection": collection, "id": id, "rev": 1, "created_at": now, "updated_at": now,
+                        "body": body}
             self._con.execute(
                 "UPDATE records SET rev = rev + 1, updated_at = ?, body = ? WHERE collection = ? AND id = ?",
                 [now, dumps(body), collection, id],
             )
-        return {"collection": collection, "id": id, "rev": row[0] + 1, "created_at": row[1], "updated_at": now, "body": body}
+        return {"collection": collection, "id": id, "rev": row[0] + 1, "created_at": row[1], "updated_at": now,
+                "body": body}
 
     def find(self, collection: str, id: str) -> dict | None:
         with self._lock:
-            row = self._con.execute("SELECT * FROM records WHERE collection = ? AND id = ?", [collection, id]).fetchone()
+            row = self._con.execute("SELECT * FROM records WHERE collection = ? AND id = ?",
+                                    [collection, id]).fetchone()
         if not row:
             return None
-        return {"collection": row[0], "id": row[1], "rev": row[2], "created_at": row[3], "updated_at": row[4], "body": loads(row[5])}
+        return {"collection": row[0], "id": row[1], "rev": row[2], "created_at": row[3], "updated_at": row[4],
+                "body": loads(row[5])}
 
     def get(self, collection: str, id: str) -> dict:
         rec = self.find(collection, id)
@@ -170,7 +177,8 @@ class RecordStore:
 
     def delete(self, collection: str, id: str) -> bool:
         with self._lock:
-            n = self._con.execute("DELETE FROM records WHERE collection = ? AND id = ? RETURNING id", [collection, id]).fetchall()
+            n = self._con.execute("DELETE FROM records WHERE collection = ? AND id = ? RETURNING id",
+                                  [collection, id]).fetchall()
         return bool(n)
 
     def query(self, query: Query | dict) -> list[dict]:
@@ -183,7 +191,7 @@ class RecordStore:
             sql += f" LIMIT {int(query.max_rows)}"
         with self._lock:
             rows = self._con.execute(sql, [query.collection, *params, *order_params]).fetchall()
-        return [{"collection": r[0], "id": r[1], "rev": r[2], "created_at": r[3], "updated_at": r[4], "body": loads(r[5])}
-                for r in rows]
+        return [{"collection": r[0], "id": r[1], "rev": r[2], "created_at": r[3], "updated_at": r[4],
+                 "body": loads(r[5])} for r in rows]
 
 

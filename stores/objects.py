@@ -102,7 +102,8 @@ class ObjectStore:
     def list(self, prefix: str = "") -> list[dict]:
         with self._lock:
             rows = self._con.execute(
-                "SELECT key, sha256, size, content_type, created_at FROM objects WHERE starts_with(key, ?) ORDER BY key",
+                "SELECT key, sha256, size, content_type, created_at FROM objects"
+                " WHERE starts_with(key, ?) ORDER BY key",
                 [prefix],
             ).fetchall()
         return [dict(zip(("key", "sha256", "size", "content_type", "created_at"), r)) for r in rows]

@@ -6,6 +6,7 @@ is append-only: one row per step outcome, enough to resume a run after a crash.
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from typing import Any
@@ -109,7 +110,7 @@ class RunStore:
             rows = self._con.execute(sql, [*params, *order_params]).fetchall()
         return [_row(r) for r in rows]
 
-    def mark_interrupted(self, owner_is_alive) -> list[str]:
+    def mark_interrupted(self, owner_is_alive) -> builtins.list[str]:
         """Runs left queued/running by an owner that is gone become `interrupted`."""
         with self._lock:
             rows = self._con.execute(
@@ -124,19 +125,22 @@ class RunStore:
     # -- the step journal ---------------------------------------------------------------
     def journal_append(self, run_id: str, step_id: str, status: str, body: dict, generation: int = 0) -> int:
         with self._lock:
-            seq = self._con.execute(
+            row = self._con.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM step_journal WHERE run_id = ?", [run_id]
-            ).fetchone()[0]
+            ).fetchone()
+            assert row is not None  # an aggregate answers one row
+            seq = row[0]
             self._con.execute(
                 "INSERT INTO step_journal VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [run_id, seq, step_id, generation, status, time.time(), dumps(body)],
             )
         return seq
 
-    def journal(self, run_id: str) -> list[dict[str, Any]]:
+    def journal(self, run_id: str) -> builtins.list[dict[str, Any]]:
         with self._lock:
             rows = self._con.execute(
-                "SELECT seq, step_id, generation, status, recorded_at, body FROM step_journal WHERE run_id = ? ORDER BY seq",
+                "SELECT seq, step_id, generation, status, recorded_at, body FROM step_journal"
+                " WHERE run_id = ? ORDER BY seq",
                 [run_id],
             ).fetchall()
         return [{"seq": s, "step_id": st, "generation": g, "status": status, "recorded_at": at, "body": loads(b)}
