@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentenv_local import jsonrpc
+
 from .wire import HttpStatusError, LeanHttp, dumps, jsonrpc_reply, next_id
 
 logger = logging.getLogger(__name__)
@@ -556,8 +558,7 @@ class _LeanSession:
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta
-        return request_id, headers, dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                                           "params": params})
+        return request_id, headers, dumps(jsonrpc.request("tools/call", params, request_id))
 
     @staticmethod
     def _read_answer(request_id: int, status: int, content_type: bytes, data: bytes,

@@ -95,7 +95,7 @@ def fast_request(gateway: Gateway, headers: dict[bytes, bytes], version: str, bo
         # and no x-mcp-header argument whose Mcp-Param-* header the stack would check
         if (not isinstance(name, str) or headers.get(b"mcp-name", b"").decode("latin-1") != name
                 or name.startswith("=?") or not params.keys() <= {"name", "arguments", "_meta"}
-                or not isinstance(params.get("arguments", {}), dict) or name in gateway._mcp_header_tools):
+                or not isinstance(params.get("arguments", {}), dict) or name in gateway.mcp_header_tools):
             return None
     elif not params.keys() <= {"_meta"}:  # a cursor: the stack owns pagination
         return None

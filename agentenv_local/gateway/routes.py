@@ -12,6 +12,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agentenv_local import jsonrpc
 from agentenv_local.untrusted import UntrustedInputError, parse_json
 
 from .clock import ClockError
@@ -104,17 +105,15 @@ def build_app(gateway: Gateway) -> Any:
         try:
             body = parse_json(raw, what="the request body")
         except UntrustedInputError as e:
-            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error",
-                                                                   "data": str(e)}})
+            return _json(jsonrpc.error(None, jsonrpc.PARSE_ERROR, "Parse error", str(e)))
         if not isinstance(body, dict):
-            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request"}})
+            return _json(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "Invalid request"))
         rid, method = body.get("id"), body.get("method")
         if method not in ("data/reset", "data/add", "data/get"):
-            return _json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}})
+            return _json(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}"))
         if len(gateway.children) != 1:
-            return _json({"jsonrpc": "2.0", "id": rid, "error": {
-                "code": -32000,
-                "message": f"env-level {method} requires exactly one backing server, found {len(gateway.children)}"}})
+            return _json(jsonrpc.error(rid, jsonrpc.SERVER_ERROR, f"env-level {method} requires exactly one backing "
+                                                                  f"server, found {len(gateway.children)}"))
         child = gateway.children[0]
         if child.env is not None:
             return _json(await child.env._ae_runtime().data_rpc(raw))
@@ -125,7 +124,7 @@ def build_app(gateway: Gateway) -> Any:
                 r = await http.post(f"{child.base}/agentenv", content=raw,
                                     headers=child_headers(gateway, child, {"content-type": "application/json"}))
         except Exception as e:
-            return _json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": f"forward failed: {e}"}})
+            return _json(jsonrpc.error(rid, jsonrpc.SERVER_ERROR, f"forward failed: {e}"))
         return Response(r.content, status_code=r.status_code,
                         media_type=r.headers.get("content-type", "application/json"))
 
@@ -145,7 +144,7 @@ def build_app(gateway: Gateway) -> Any:
 
     @handler
     async def step(request: Request) -> Any:
-        gateway._ensure_ready()
+        gateway.ensure_ready()
         body = await body_of(request)
         return _json(await gateway.step(body, _role(gateway, request)))
 
@@ -232,7 +231,8 @@ def build_app(gateway: Gateway) -> Any:
             return await _inprocess(child, request, "/" + path)
         import httpx2
 
-        headers = child_headers(gateway, child, {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS})
+        headers = child_headers(gateway, child, {k: v for k, v in request.headers.items()
+                                                 if k.lower() not in _HOP_HEADERS})
         url = f"{child.base}/{path}"
         try:
             async with httpx2.AsyncClient(timeout=httpx2.Timeout(3600, connect=10)) as http:
@@ -244,9 +244,7 @@ def build_app(gateway: Gateway) -> Any:
         return Response(r.content, status_code=r.status_code, headers=out)
 
     async def _inprocess(child: Any, request: Request, path: str) -> Any:
-        app = gateway._svc_apps.get(child.name)
-        if app is None:
-            app = gateway._svc_apps[child.name] = child.env.app()
+        app = gateway.svc_app(child)
         scope = dict(request.scope)
         scope.update(path=path, raw_path=path.encode(), root_path="")
         scope.pop("router", None)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import logging
 import secrets
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterable
 from random import getrandbits
 from typing import Any, NamedTuple, Self
 
+from .a2a import send_a2a
 from .changes import ChangeLog
 from .children import Child, ChildError, ChildSpec
 from .clock import (
@@ -31,8 +31,8 @@ from .clock import (
     GET_TIME_TOOL_NAME,
     ClockError,
     VirtualClock,
-    wall_timestamp,
 )
+from .mcp_results import McpResults, error_result
 from .rbac import (
     DEFAULT_ROLE,
     ROLE_META_KEY,
@@ -41,6 +41,7 @@ from .rbac import (
     ToolAccess,
     is_hidden_by_default,
 )
+from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,6 @@ __all__ = ["ChildError", "ChildSpec", "Gateway", "GatewayError", "ToolNameClash"
 
 MODES = ("performance", "consistent")
 VIRTUAL_TIME_META_KEY = "agentenv.io/virtual_time"
-SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
-TRAJECTORY_MAX_EVENTS = 100_000
 TOOL_CALL_TIMEOUT_S = 600.0  # as the reference: /step answers 504 past it
 CLASH_FIX = ("serve each server's tools under a prefix (Gateway(prefix_tools=True), per-server prefixes, or "
              "--prefix-tools), or rename one of the tools")
@@ -94,10 +93,6 @@ def _is_url(target: Any) -> bool:
     return isinstance(target, str) and target.startswith(("http://", "https://"))
 
 
-def _error_result(text: str) -> dict:
-    return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
 def _normalize_children(children: Iterable[Any]) -> list[ChildSpec]:
     specs: list[ChildSpec] = []
     for item in children:
@@ -140,55 +135,6 @@ class _Actions:
         return bool(entry and (entry.get("annotations") or {}).get("readOnlyHint"))
 
 
-async def send_a2a(executor: dict, instruction: str, context_id: str) -> str | None:
-    """A2A 0.3 JSON-RPC ``message/send`` to the executor, then ``tasks/get`` every 2 s until terminal."""
-    import httpx2
-
-    url = str(executor.get("a2a_url") or "").rstrip("/")
-    if not url.endswith("/a2a"):
-        url += "/a2a"
-    timeout = float(executor.get("timeout_seconds") or 120)
-    headers = {"AgentEnv-Role": executor["role"]} if executor.get("role") else {}
-    message = {"role": "user", "kind": "message", "messageId": secrets.token_hex(8), "contextId": context_id,
-               "parts": [{"kind": "text", "text": instruction}]}
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    async with httpx2.AsyncClient(timeout=timeout, headers=headers) as http:
-        r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "message/send",
-                                       "params": {"message": message}})
-        r.raise_for_status()
-        body = r.json()
-        if "error" in body:
-            raise RuntimeError(f"executor refused the message: {body['error']}")
-        result = body.get("result") or {}
-        while result.get("kind") == "task":
-            state = (result.get("status") or {}).get("state")
-            if state in ("completed", "failed", "canceled", "rejected"):
-                if state != "completed":
-                    raise RuntimeError(f"executor task ended {state}")
-                break
-            if loop.time() > deadline:
-                raise TimeoutError(f"executor did not finish in {timeout:g}s")
-            await asyncio.sleep(2)
-            r = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
-                                           "params": {"id": result.get("id")}})
-            result = r.json().get("result") or {}
-        return _a2a_text(result)
-
-
-def _a2a_text(result: dict) -> str | None:
-    texts: list[str] = []
-    parts = list(result.get("parts") or [])
-    for artifact in result.get("artifacts") or []:
-        parts += artifact.get("parts") or []
-    status_msg = (result.get("status") or {}).get("message") or {}
-    parts += status_msg.get("parts") or []
-    for part in parts:
-        if part.get("kind") == "text" and part.get("text"):
-            texts.append(part["text"])
-    return "\n".join(texts) or None
-
-
 class Gateway:
     def __init__(self, name: str, children: Iterable[Any], *, mode: str = "performance",
                  prefix_tools: bool | dict[str, str] = False, clock: VirtualClock | None = None,
@@ -216,9 +162,8 @@ class Gateway:
             child.on_tools_changed = self._rediscover
         self.clock = clock or VirtualClock()
         self.access = access or ToolAccess()
-        self.on_event = on_event
-        self._handoff: list[dict] = []  # events recorded, not yet given to on_event (see _hand_off_events)
-        self._handoff_tasks: set[asyncio.Future] = set()
+        self._handoff_tasks: set[asyncio.Future] = set()  # tasks the gateway started and awaits nowhere (_keep)
+        self.trajectory = Trajectory(self.clock, on_event=on_event, keep=self._keep)
         self.tool_timeout = tool_timeout
         self.allowed_origins = set(allowed_origins or ())
         self.allowed_hosts = list(allowed_hosts)
@@ -234,10 +179,8 @@ class Gateway:
         self.discovered = False
         self._routes: dict[str, tuple[Child, str]] = {}  # served name -> (child, the child's own name)
         self._tool_entries: dict[str, dict] = {}  # served name -> tools/list entry (served name)
-        self._mcp_header_tools: set[str] = set()  # served tools with x-mcp-header arguments (fastpath.py)
+        self.mcp_header_tools: set[str] = set()  # served tools with x-mcp-header arguments (fastpath.py)
         self._server_tools: list[tuple[str, list[dict]]] = []
-        self.events: list[dict] = []
-        self._event_counter = 0
         self._call_lock: asyncio.Lock | None = None
         self._started = False
         self._start_lock: asyncio.Lock | None = None
@@ -252,12 +195,26 @@ class Gateway:
                        if triggers_state else TriggerEngine(self.clock, _Actions(self), **options))
         self._mcp_server: Any = None
         self._notifier: Any = None  # tells the gateway's own MCP sessions tools/list_changed
-        self._server_info: dict | None = None
+        self.mcp_results = McpResults(self)
         # answer 2026-revision tools/call and tools/list on POST /mcp without the mcp server stack (fastpath.py);
         # False sends every request through the stack (the tests compare the two)
         self.fast_mcp = True
         self._svc_apps: dict[str, Any] = {}
         self.changes = ChangeLog(self.children, clock=self.clock)
+
+    @property
+    def on_event(self) -> Callable[[dict], Any] | None:
+        """Given each recorded event once the step that recorded it is done (the hub stores them)."""
+        return self.trajectory.on_event
+
+    @on_event.setter
+    def on_event(self, callback: Callable[[dict], Any] | None) -> None:
+        self.trajectory.on_event = callback
+
+    @property
+    def events(self) -> list[dict]:
+        """The trajectory's events, oldest first (what /trajectory answers)."""
+        return self.trajectory.events
 
     def _state_changed(self, what: str) -> None:
         """Tell the owner (the hub, which keeps RBAC rules and trigger state in the store) that ``what``
@@ -312,7 +269,7 @@ class Gateway:
             self._started = True
 
     async def aclose(self) -> None:
-        self._hand_off_events()
+        self.trajectory.hand_off()
         if self._driver is not None:
             self._driver.cancel()
             with contextlib.suppress(BaseException):
@@ -321,7 +278,7 @@ class Gateway:
         with contextlib.suppress(Exception):
             await self.engine.aclose()
         await asyncio.gather(*(c.aclose() for c in self.children), return_exceptions=True)
-        self._hand_off_events()  # what the engine logged while it stopped
+        self.trajectory.hand_off()  # what the engine logged while it stopped
         if self._handoff_tasks:
             await asyncio.gather(*self._handoff_tasks, return_exceptions=True)
         self._started = False
@@ -350,7 +307,7 @@ class Gateway:
         self._server_tools = []
         self._routes = {}
         self._tool_entries = {}
-        self._mcp_header_tools = set()
+        self.mcp_header_tools = set()
         if clashes:
             self.clashes = clashes
             logger.error("gateway %s: %s, so the env serves none of its servers' tools; fix: %s",
@@ -371,7 +328,7 @@ class Gateway:
                     hidden.append(served)
             self._server_tools.append((child.name, served_tools))
         self.access.set_hidden_by_default(hidden)
-        self._mcp_header_tools = {name for name, entry in self._tool_entries.items()
+        self.mcp_header_tools = {name for name, entry in self._tool_entries.items()
                                   if "x-mcp-header" in json.dumps(entry.get("inputSchema"))}
         self.discovered = True
 
@@ -405,7 +362,8 @@ class Gateway:
             names.append(GET_TIME_TOOL_NAME)
         return names
 
-    def _ensure_ready(self) -> None:
+    def ensure_ready(self) -> None:
+        """GatewayError 503 unless the gateway serves its tools (discovery done, no tool name clash)."""
         if self.clashes:
             raise GatewayError(503, f"{clash_text(self.clashes)}, so the env serves none of its servers' tools.",
                                hint=CLASH_FIX)
@@ -432,7 +390,7 @@ class Gateway:
         (a child that fails or times out answers an isError result, or with ``raise_failures`` a GatewayError
         500/504 as /step does). Raises GatewayError (403 disabled, 404 unknown, 503 not ready) before anything
         is proxied. (:meth:`call_direct` is the same call without a task, for the HTTP hot path.)"""
-        self._ensure_ready()
+        self.ensure_ready()
         arguments = arguments or {}
         try:
             self.access.check_call(role, tool)
@@ -556,8 +514,8 @@ class Gateway:
                 raise GatewayError(504, f"Tool '{tool}' timed out after {self.tool_timeout:g}s") from None
             raise GatewayError(500, f"Tool execution failed ({type(e).__name__}): {str(e) or repr(e)}") from None
         if timed_out:
-            return _error_result(f"Tool '{tool}' timed out after {self.tool_timeout:g}s")
-        return _error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
+            return error_result(f"Tool '{tool}' timed out after {self.tool_timeout:g}s")
+        return error_result(f"Tool '{tool}' failed: server '{child.name}' did not answer "
                              f"({type(e).__name__}: {str(e)[:300] or 'connection lost'}); the gateway "
                              f"reopens its session, so the call may be retried")
 
@@ -586,7 +544,7 @@ class Gateway:
         try:
             reading = self.clock.get_time_tool(arguments.get("time_zone"))
         except ClockError as e:
-            return _error_result(e.message if hasattr(e, "message") else str(e))
+            return error_result(e.message if hasattr(e, "message") else str(e))
         return {"content": [{"type": "text", "text": json.dumps(reading)}], "structuredContent": reading,
                 "isError": False}
 
@@ -596,14 +554,14 @@ class Gateway:
         if route is None:
             if tool == GET_TIME_TOOL_NAME and self.clock.armed:
                 return self._get_time(arguments)
-            return _error_result(f"Unknown tool: {tool}")
+            return error_result(f"Unknown tool: {tool}")
         child, child_tool = route
         meta = self._child_meta(role, None, tick=False)
         try:
             async with self._guard():
                 result = await child.call(child_tool, arguments, meta)
         except Exception as e:
-            return _error_result(f"Tool '{tool}' failed: {type(e).__name__}: {e}")
+            return error_result(f"Tool '{tool}' failed: {type(e).__name__}: {e}")
         self._absorb_changes(child.name, result, self._internal_actor(tool, role))
         return result
 
@@ -616,10 +574,9 @@ class Gateway:
         trigger_id = task.get_name() if task is not None else None
         if trigger_id and trigger_id in self.engine.statuses():
             cause: dict[str, Any] = {"trigger_id": trigger_id}
-            for event in reversed(self.events):
-                if event.get("event_type") == "trigger_fired" and event.get("trigger_id") == trigger_id:
-                    cause["event_id"] = event.get("event_id")
-                    break
+            fired = self.trajectory.last_firing(trigger_id)
+            if fired is not None:
+                cause["event_id"] = fired
             actor["caused_by"] = [cause]
         return actor
 
@@ -639,48 +596,16 @@ class Gateway:
         return self.log_event(event)
 
     def log_event(self, event: dict) -> str:
-        """Record ``event`` for /trajectory (its id answers) and queue it for ``on_event``."""
-        event_id = self._record_event(event)
-        if self.on_event is not None:
-            self._handoff.append(event)
-            if len(self._handoff) == 1:
-                asyncio.get_running_loop().call_soon(self._hand_off_events)
-        return event_id
-
-    def _hand_off_events(self) -> None:
-        """Give the queued events to ``on_event`` (the hub's store), in order, once the step that recorded them is
-        done: after the call went out to the child, or after its answer went back to the client. So the store's
-        work (a JSON encode, a buffer append) is never on a tool call's critical path."""
-        events, self._handoff = self._handoff, []
-        for event in events:
-            try:
-                outcome = self.on_event(event)  # type: ignore[misc]
-                if inspect.isawaitable(outcome):
-                    self._keep(asyncio.ensure_future(outcome))
-            except Exception:
-                logger.exception("gateway on_event callback failed")
+        """Record ``event`` for /trajectory (its id answers) and queue it for ``on_event`` (see trajectory.py)."""
+        return self.trajectory.log(event)
 
     def _keep(self, task: asyncio.Future) -> None:
         """Hold a task the gateway started and awaits nowhere until it ends (aclose waits for what is left)."""
         self._handoff_tasks.add(task)
         task.add_done_callback(self._handoff_tasks.discard)
 
-    def _record_event(self, event: dict) -> str:
-        """Stamp ``event`` (id, time, virtual time) and keep it for /trajectory (see :meth:`log_event`)."""
-        self._event_counter += 1
-        event_id = f"event_{self._event_counter}"
-        event["event_id"] = event_id
-        event["timestamp_utc"] = wall_timestamp()
-        if self.clock.armed:
-            stamp = self.clock.virtual_timestamp()
-            if stamp is not None:
-                event["virtual_time"] = stamp
-        if len(self.events) < TRAJECTORY_MAX_EVENTS:
-            self.events.append(event)
-        return event_id
-
     def trajectory_jsonl(self) -> str:
-        return "".join(json.dumps(e, default=str) + "\n" for e in self.events)
+        return self.trajectory.jsonl()
 
     # --- REST bodies -----------------------------------------------------------------------------------------
 
@@ -699,7 +624,7 @@ class Gateway:
                           for t in self.list_tools(role)]}
 
     async def step(self, body: Any, role: str) -> dict:
-        self._ensure_ready()
+        self.ensure_ready()
         if not isinstance(body, dict):
             raise GatewayError(400, "Invalid JSON body")
         action = body.get("action")
@@ -773,7 +698,9 @@ class Gateway:
 
     # --- MCP -----------------------------------------------------------------------------------------------
 
-    def _session_key(self, ctx: Any, headers: Any) -> str:
+    def session_key(self, ctx: Any, headers: Any) -> str:
+        """The key that tells one MCP session's calls apart in the trajectory (its Mcp-Session-Id, else the
+        stack's session object, else a fresh one per request)."""
         sid = headers.get("mcp-session-id") if headers is not None else None
         if sid:
             key = self._session_ids.get(sid)
@@ -794,25 +721,14 @@ class Gateway:
                 pass
         return secrets.token_hex(8)
 
-    async def _mcp_call_result(self, headers: Any, meta: Any, session: str | None, name: str,
-                               arguments: Any) -> dict:
+    async def mcp_call_result(self, headers: Any, meta: Any, session: str | None, name: str,
+                              arguments: Any) -> dict:
         """An MCP tools/call's result: refusals (RBAC, unknown tool, not ready) are isError results."""
-        try:
-            role = self.access.resolve(headers, meta or {})
-            result = await self.call(name, arguments or {}, role=role, session=session)
-        except GatewayError as e:
-            result = _error_result(e.body["error"])
-        except RbacError as e:
-            result = _error_result(e.message if hasattr(e, "message") else str(e))
-        return {**result, "resultType": "complete"}
+        return await self.mcp_results.call_result(headers, meta, session, name, arguments)
 
-    def _mcp_list_result(self, headers: Any, meta: Any) -> dict:
-        try:
-            role = self.access.resolve(headers, meta or {})
-        except RbacError:
-            role = DEFAULT_ROLE
-        tools = self.list_tools(role) if self.discovered else []
-        return {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    def mcp_list_result(self, headers: Any, meta: Any) -> dict:
+        """An MCP tools/list's result for the caller ``headers``/``meta`` name."""
+        return self.mcp_results.list_result(headers, meta)
 
     async def mcp_fast(self, message: dict, headers: Any, version: str) -> tuple[int, dict]:
         """Answer a 2026-revision ``tools/call`` or ``tools/list`` that fastpath.py has checked the way the mcp
@@ -824,13 +740,13 @@ class Gateway:
             if method == "tools/call":
                 # the stateless revision has no session: one random key per request (as _session_key answers it;
                 # it only tells calls apart, so a fast non-cryptographic source does)
-                result = await self._mcp_call_result(headers, params.get("_meta"), f"{getrandbits(64):016x}",
+                result = await self.mcp_results.call_result(headers, params.get("_meta"), f"{getrandbits(64):016x}",
                                                      params["name"], params.get("arguments"))
             else:
-                result = self._mcp_list_result(headers, params.get("_meta"))
+                result = self.mcp_results.list_result(headers, params.get("_meta"))
         except Exception as e:  # mapped to the wire exactly as the stack maps it
-            return self._mcp_error(message, e)
-        return self._mcp_reply(message, version, result)
+            return self.mcp_results.error(message, e)
+        return self.mcp_results.reply(message, version, result)
 
     def mcp_call_direct(self, message: dict, headers: Any, version: str,
                         respond: Callable[[int, dict], Any]) -> bool:
@@ -843,58 +759,10 @@ class Gateway:
             return False
 
         def answer(result: dict) -> None:
-            respond(*self._mcp_reply(message, version, {**result, "resultType": "complete"}))
+            respond(*self.mcp_results.reply(message, version, {**result, "resultType": "complete"}))
 
         return self.call_direct(params["name"], params.get("arguments") or {}, role, f"{getrandbits(64):016x}",
                                 answer)
-
-    def _mcp_reply(self, message: dict, version: str, result: dict) -> tuple[int, dict]:
-        """The (HTTP status, JSON-RPC reply) the stack sends for a handler's ``result``."""
-        from .fastpath import plain_call_result
-
-        method = message["method"]
-        try:
-            # the usual plain call result is what the stack's sieve would answer; anything else goes through it
-            if method != "tools/call" or not plain_call_result(result):
-                result = self._serialize_result(method, version, result)
-        except Exception as e:  # mapped to the wire exactly as the stack maps it
-            return self._mcp_error(message, e)
-        if result.get("resultType") is None:
-            result["resultType"] = "complete"
-        if self._server_info is None:
-            self._server_info = self.mcp_server().server_info_stamp
-        meta = result.get("_meta")
-        if meta is None:
-            result["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
-        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
-        return 200, {"jsonrpc": "2.0", "id": message["id"], "result": result}
-
-    @staticmethod
-    def _mcp_error(message: dict, e: Exception) -> tuple[int, dict]:
-        from mcp.server.runner import modern_error_data
-        from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-
-        error = modern_error_data(e).model_dump(mode="json", by_alias=True, exclude_none=True)
-        return ERROR_CODE_HTTP_STATUS.get(error["code"], 200), {"jsonrpc": "2.0", "id": message["id"],
-                                                               "error": error}
-
-    def _serialize_result(self, method: str, version: str, result: dict) -> dict:
-        """The stack's outbound shaping of a handler's result: cache hints, then the version's sieve."""
-        from mcp_types import methods
-        from pydantic import ValidationError
-
-        hint = self.mcp_server().cache_hints.get(method)
-        if hint is not None:
-            result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
-        try:
-            return methods.serialize_server_result(method, version, result)
-        except ValidationError:
-            logger.exception("handler for %r returned an invalid result", method)
-            from mcp.shared.exceptions import MCPError
-            from mcp_types import INTERNAL_ERROR
-
-            raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
 
     def mcp_server(self) -> Any:
         if self._mcp_server is not None:
@@ -912,13 +780,13 @@ class Gateway:
         async def on_list_tools(ctx: Any, params: Any) -> dict:
             notifier.remember(ctx)
             meta = getattr(params, "meta", None) if params is not None else None
-            return gateway._mcp_list_result(_headers(ctx), meta)
+            return gateway.mcp_list_result(_headers(ctx), meta)
 
         async def on_call_tool(ctx: Any, params: Any) -> dict:
             notifier.remember(ctx)
             headers = _headers(ctx)
-            return await gateway._mcp_call_result(headers, params.meta, gateway._session_key(ctx, headers),
-                                                  params.name, params.arguments)
+            return await gateway.mcp_call_result(headers, params.meta, gateway.session_key(ctx, headers),
+                                                 params.name, params.arguments)
 
         @contextlib.asynccontextmanager
         async def lifespan(_server: Any):
@@ -933,6 +801,13 @@ class Gateway:
         return self._mcp_server
 
     # --- HTTP ----------------------------------------------------------------------------------------------
+
+    def svc_app(self, child: Child) -> Any:
+        """The ASGI app of an in-process child's env (built once), for the /svc routes."""
+        app = self._svc_apps.get(child.name)
+        if app is None:
+            app = self._svc_apps[child.name] = child.env.app()
+        return app
 
     def app(self) -> Any:
         from .routes import build_app
