@@ -142,6 +142,7 @@ def describe_trigger_event(event: dict) -> str:
         value = event.get(key)
         if value not in (None, "", {}):
             if isinstance(value, dict):
-                value = value.get("tool") or value.get("source") or ",".join(f"{k}={v}" for k, v in list(value.items())[:2])
+                value = (value.get("tool") or value.get("source")
+                         or ",".join(f"{k}={v}" for k, v in list(value.items())[:2]))
             bits.append(f"{key}={value}")
     return " ".join(bits)

@@ -59,7 +59,8 @@ class RunsModel:
                 row["status"] = "interrupted"
             changed.add(run_id)
         if len(self.rows) > self.limit:
-            for run_id in sorted(self.rows, key=lambda r: self.rows[r].get("created_at") or 0)[: len(self.rows) - self.limit]:
+            oldest_first = sorted(self.rows, key=lambda r: self.rows[r].get("created_at") or 0)
+            for run_id in oldest_first[: len(self.rows) - self.limit]:
                 self.rows.pop(run_id, None)
         return changed
 
@@ -219,7 +220,8 @@ class RunState:
             elif kind == "review.decided":
                 rid = body.get("review_id")
                 if rid:
-                    self.reviews.setdefault(rid, {"review_id": rid, "step_id": step_id})["decision"] = body.get("decision")
+                    review = self.reviews.setdefault(rid, {"review_id": rid, "step_id": step_id})
+                    review["decision"] = body.get("decision")
                 if step_id:
                     self._log(step_id, e)
             elif kind == "verification":
@@ -241,11 +243,11 @@ class RunState:
         self.env_touched = True
         if kind == "tool_call":
             call = body.get("tool_call") or {}
-            tc = ToolCall(call_id=str(body.get("event_id") or event.get("event_id")), role=body.get("role") or "",
-                          tool=call.get("function_name") or "?", arguments=call.get("arguments"), at=event.get("at"),
-                          virtual_time=body.get("virtual_time"), source=body.get("source") or "",
-                          instance_id=body.get("instance_id"))
-            self._add_call(tc)
+            self._add_call(ToolCall(
+                call_id=str(body.get("event_id") or event.get("event_id")), role=body.get("role") or "",
+                tool=call.get("function_name") or "?", arguments=call.get("arguments"), at=event.get("at"),
+                virtual_time=body.get("virtual_time"), source=body.get("source") or "",
+                instance_id=body.get("instance_id")))
         elif kind in ("tool_call_result", "tool_call_failed"):
             tc = self._calls_by_id.get(f"{body.get('instance_id')}:{body.get('tool_call_event_id')}")
             if tc is None:

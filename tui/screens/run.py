@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,10 +22,16 @@ from ..widgets.human_panel import HumanPanel
 from ..widgets.scores_panel import ScoresPanel
 from ..widgets.tools_panel import ToolsPanel
 
+if TYPE_CHECKING:
+    from ..app import AgentenvTui
+
 TABS = ("dag", "env", "tools", "scores", "human")
 
 
 class RunScreen(Screen):
+    if TYPE_CHECKING:
+        app: AgentenvTui  # this screen only runs inside AgentenvTui
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Runs"),
         Binding("1", "tab('dag')", "DAG"),
@@ -280,7 +286,8 @@ class RunScreen(Screen):
         if rec.get("error") and status not in LIVE:
             text.append(f"\n{rec['error']}", style=state_color("failed"))
         if self.state.pending_reviews():
-            text.append("\nreview waiting: press 5, then y (continue) or x (abort)", style="bold " + state_color("running"))
+            text.append("\nreview waiting: press 5, then y (continue) or x (abort)",
+                        style="bold " + state_color("running"))
         self.query_one("#run-head", Static).update(text)
 
     # -- actions --

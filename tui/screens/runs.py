@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,10 +14,16 @@ from ..format import ago, duration, score
 from ..model import FINAL, LIVE, took
 from ..styles import state_color, state_icon
 
+if TYPE_CHECKING:
+    from ..app import AgentenvTui
+
 COLUMNS = ("STATUS", "TASK", "RUN", "STARTED", "TOOK", "SCORE")
 
 
 class RunsScreen(Screen):
+    if TYPE_CHECKING:
+        app: AgentenvTui  # this screen only runs inside AgentenvTui
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", show=True),
         Binding("n", "start", "New run"),
@@ -156,7 +162,7 @@ class RunsScreen(Screen):
     def action_cancel(self) -> None:
         run_id = self.selected_run()
         row = self.app.runs.rows.get(run_id or "")
-        if row is None:
+        if row is None or run_id is None:
             return
         if row.get("status") in FINAL and row.get("status") != "interrupted":
             self.notify(f"run {run_id} is {row['status']}: nothing to cancel", severity="warning")
@@ -166,7 +172,7 @@ class RunsScreen(Screen):
     def action_resume(self) -> None:
         run_id = self.selected_run()
         row = self.app.runs.rows.get(run_id or "")
-        if row is None:
+        if row is None or run_id is None:
             return
         if row.get("status") not in ("interrupted", "error", "failed", "cancelled"):
             self.notify(f"run {run_id} is {row.get('status')}: only an interrupted, failed or cancelled run resumes",

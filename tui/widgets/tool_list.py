@@ -112,7 +112,8 @@ def _row(tc: ToolCall) -> Text:
     else:
         style = Style(color=state_color("failed")) if outcome in ("failed", "error") else Style()
         result = tc.error or (result_text(tc.result) if tc.done else "…")
-    stamp = tc.virtual_time.split("T", 1)[1][:8] if tc.virtual_time and "T" in tc.virtual_time else (tc.virtual_time or "-")
+    vt = tc.virtual_time
+    stamp = vt.split("T", 1)[1][:8] if vt and "T" in vt else (vt or "-")
     cells = (stamp, tc.role or "-", tc.tool, one_line(tc.arguments, 60), one_line(result, 60),
              duration(tc.duration_s) if tc.done else "…")
     text = Text(no_wrap=True)

@@ -51,7 +51,7 @@ class ToolsPanel(Vertical):
 
 def result_text(result) -> str:
     if isinstance(result, dict) and isinstance(result.get("content"), list):
-        parts = [p.get("text") for p in result["content"] if isinstance(p, dict) and p.get("text")]
+        parts = [p["text"] for p in result["content"] if isinstance(p, dict) and p.get("text")]
         if parts:
             return " ".join(parts)
     return pretty(result) if result is not None else "-"
