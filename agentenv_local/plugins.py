@@ -147,30 +147,27 @@ class PluginRegistry:
         return out
 
 
+# Who checks a contribution of each group: a function "module:attr" of the group's owner, taking
+# (name, obj) and returning why obj cannot serve as that name, or None. The owners sit above this module
+# (a step is the tasks package's, a provider sandbox_api's, a command the CLI's), so they are named here
+# and imported when a contribution of their group is loaded, never at import time.
+VALIDATORS = {
+    "task_steps": "agentenv_local.tasks.step:plugin_problem",
+    "sandbox_providers": "agentenv_local.sandbox_api:plugin_problem",
+    "cli": "agentenv_local.cli.commands:plugin_problem",
+}
+
+
 def _invalid(group: str, name: str, obj: Any) -> str | None:
     """Why `obj` cannot serve as `name` in `group`, or None when it can."""
-    if group == "task_steps":
-        from agentenv_local.tasks.step import Step
+    import importlib
 
-        if not (isinstance(obj, type) and issubclass(obj, Step)):
-            return "a task step must be a subclass of agentenv_local.tasks.step.Step"
-        if obj.type != name:
-            return f"the class's type is {obj.type!r} but it is registered as {name!r}"
-    elif group == "sandbox_providers":
-        from agentenv_local.sandbox_api import SandboxProvider
-
-        if not (isinstance(obj, type) and issubclass(obj, SandboxProvider)):
-            return "a sandbox provider must subclass agentenv_local.sandbox_api.SandboxProvider"
-        if obj.name != name:
-            return f"the provider's name is {obj.name!r} but it is registered as {name!r}"
-    elif group == "cli":
-        import click
-
-        if not isinstance(obj, click.Command):
-            return f"it is a {type(obj).__name__}, not a click command (or group)"
-    elif group in ("stores", "env_types", "env_providers", "agents") and not callable(obj):
-        return "expected a class or factory"
-    return None
+    validator = VALIDATORS.get(group)
+    if validator is None:  # stores, env_types, env_providers, agents, bundles
+        return None if group == "bundles" or callable(obj) else "expected a class or factory"
+    module_name, _, attr = validator.partition(":")
+    check = getattr(importlib.import_module(module_name), attr)
+    return check(name, obj)
 
 
 _registry = PluginRegistry()

@@ -272,3 +272,12 @@ class SandboxProvider(abc.ABC):
     def remove_leftover(cls, sandbox_id: str) -> None:
         """Remove a sandbox by id without a provider instance (what a dead hub's record names)."""
         raise ProviderCannot(f"the {cls.name} sandbox provider cannot remove leftovers by id")
+
+
+def plugin_problem(name: str, obj: Any) -> str | None:
+    """Why `obj` cannot be the sandbox provider `name` (an `agentenv_local.sandbox_providers` entry), or None."""
+    if not (isinstance(obj, type) and issubclass(obj, SandboxProvider)):
+        return "a sandbox provider must subclass agentenv_local.sandbox_api.SandboxProvider"
+    if obj.name != name:
+        return f"the provider's name is {obj.name!r} but it is registered as {name!r}"
+    return None

@@ -83,10 +83,10 @@ def _make_metavar_takes_ctx() -> bool:
 
 
 def _core_names(cli: click.Group, ctx: click.Context) -> list[str]:
-    from agentenv_local.cli.main import LAZY_COMMANDS
+    from agentenv_local.cli.main import core_commands
 
-    static = set(cli.commands)
-    return [name for name in cli.list_commands(ctx) if name in LAZY_COMMANDS or name in static]
+    core = set(core_commands()) | set(cli.commands)
+    return [name for name in cli.list_commands(ctx) if name in core]
 
 
 def _walk(cmd: click.Command, ctx: click.Context, names: list[str] | None = None):

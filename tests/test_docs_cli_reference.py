@@ -24,8 +24,8 @@ def test_cli_reference_is_up_to_date(tmp_path):
 
 
 def test_cli_reference_lists_every_core_command():
-    from agentenv_local.cli.main import LAZY_COMMANDS
+    from agentenv_local.cli.main import core_commands
 
     page = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
-    for name in LAZY_COMMANDS:
+    for name in core_commands():
         assert f"\n## agentenv {name}\n" in page, f"`agentenv {name}` is missing from docs/reference/cli.md"

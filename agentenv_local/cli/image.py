@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import echo_json, table
-from .sandbox import podman_config
+from .sandbox import provider_named
 
 
 @click.group("image")
@@ -30,19 +30,15 @@ def build(name, context, version, containerfile, build_args, quiet, as_json):
     `FROM` must name a local image: use the build argument BASE, set to the base image, e.g.
     `FROM ${BASE}` (it is passed for you).
     """
-    from sandboxes.podman import images
-
     args = {}
     for item in build_args:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--build-arg")
         args[key] = value
-    config = podman_config()
     progress = None if (quiet or as_json) else (lambda line: click.echo(f"  {line}", err=True))
-    args.setdefault("BASE", images.ensure_base_image(config, on_line=progress))
-    result = images.build(name, version, context, containerfile=containerfile, build_args=args, config=config,
-                          on_line=progress)
+    result = provider_named("podman").build_image(name, version, context, containerfile=containerfile,
+                                                  build_args=args, on_line=progress)
     if as_json:
         echo_json(result)
     elif result["built"]:
@@ -58,9 +54,7 @@ def build(name, context, version, containerfile, build_args, quiet, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def import_(name, tarball, version, as_json):
     """Import a rootfs TARBALL as localhost/agentenv/NAME:VERSION."""
-    from sandboxes.podman import images
-
-    result = images.import_rootfs(name, version, tarball, config=podman_config())
+    result = provider_named("podman").import_image(name, version, tarball)
     if as_json:
         echo_json(result)
     else:
@@ -71,9 +65,7 @@ def import_(name, tarball, version, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_images(as_json):
     """Images agentenv built or imported."""
-    from sandboxes.podman import images
-
-    rows = images.list_images(podman_config())
+    rows = provider_named("podman").list_images()
     if as_json:
         echo_json(rows)
         return

@@ -1,8 +1,9 @@
 """Root of the `agentenv` command: a lazy click group.
 
-Subcommands are named here as "module:attribute" and imported only when invoked (or when
-`--help` lists them, which reads just their short help from LAZY_HELP), so `agentenv --help`
-stays fast. Plugins add top-level commands through the `agentenv_local.cli` entry-point group.
+Every top-level command, built-in or a plugin's, is an entry of the `agentenv_local.cli` entry-point
+group (the built-ins' are in pyproject.toml and point at agentenv_local/cli/commands.py, the TUI's at
+tui/command.py). `agentenv --help` lists them from the entry points without importing their modules: a
+built-in is a LazyCommand that knows its one-line help and imports its module only when it runs.
 """
 
 from __future__ import annotations
@@ -14,72 +15,60 @@ import click
 
 from agentenv_local import __version__
 
-# name -> (import path, one-line help shown by `agentenv --help` without importing it)
-LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("agentenv_local.cli.run:run", "Run a bundle's tasks, or list the bundles there are."),
-    "runs": ("agentenv_local.cli.runs:runs", "List, show, resume and cancel runs."),
-    "tui": ("agentenv_local.cli.tui:tui", "Watch runs live in a terminal UI (DAG, clock, triggers, tool calls, scores)."),
-    "human": ("agentenv_local.cli.human:human", "Answer the questions human agents of live runs wait on."),
-    "task": ("agentenv_local.cli.task:task", "Create, get, validate and run stored tasks."),
-    "artifact": ("agentenv_local.cli.artifact:artifact", "Put, get and list artifacts (files and file bundles)."),
-    "eval": ("agentenv_local.cli.eval:eval_group", "Create and run evals (sets of tasks)."),
-    "env": ("agentenv_local.cli.env:env_group", "Put, deploy and develop environments (MCP servers, multi envs)."),
-    "gateway": ("agentenv_local.cli.gateway:gateway_group", "Use a deployed env's gateway from stdio MCP clients."),
-    "agent": ("agentenv_local.cli.agent:agent_group", "Store, list, deploy and validate A2A agents."),
-    "sandbox": ("agentenv_local.cli.sandbox:sandbox_group", "Set up Podman; list, exec into, read logs of and prune sandboxes."),
-    "image": ("agentenv_local.cli.image:image_group", "Build, import and list images in Podman's local storage."),
-    "docs": ("agentenv_local.cli.docs:docs_group", "Search and read the docs, or serve them over MCP (offline)."),
-    "config": ("agentenv_local.cli.config:config", "Show the resolved configuration and where each value came from."),
-    "plugin": ("agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute."),
-    "up": ("agentenv_local.cli.hub:up", "Start a long-lived hub for this project."),
-    "down": ("agentenv_local.cli.hub:down", "Stop this project's hub."),
-}
-
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(LAZY_COMMANDS) | set(self.commands) | set(_plugin_commands()))
+        return sorted(set(self.commands) | _registered_commands())
+
+    def _entry(self, name: str) -> click.Command | None:
+        """The registered command `name` as found (a LazyCommand is not imported yet)."""
+        if name not in _registered_commands():
+            return None
+        from agentenv_local.plugins import registry
+
+        command = registry().get("cli", name)
+        if command is None:
+            # A broken CLI plugin must not break the CLI: say why and skip it.
+            reason = registry().failure("cli", name) or "unknown reason"
+            return click.Command(name, help=f"(plugin failed to load: {reason})",
+                                 callback=lambda: _fail(f"the plugin command {name!r} failed to load: {reason}"))
+        return command
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.commands:
             return self.commands[name]
-        if name in LAZY_COMMANDS:
-            module_name, _, attr = LAZY_COMMANDS[name][0].partition(":")
-            import importlib
-
-            command = getattr(importlib.import_module(module_name), attr)
-        elif name in _plugin_commands():
-            from agentenv_local.plugins import registry
-
-            command = registry().get("cli", name)
-            if command is None:
-                # A broken CLI plugin must not break the CLI: say why and skip it.
-                reason = registry().failure("cli", name) or "unknown reason"
-                return click.Command(name, help=f"(plugin failed to load: {reason})",
-                                     callback=lambda: _fail(f"the plugin command {name!r} failed to load: {reason}"))
-        else:
+        command = self._entry(name)
+        if command is None:
             return None
+        from agentenv_local.cli.commands import LazyCommand
+
+        if isinstance(command, LazyCommand):
+            command = command.load()
         self.add_command(command, name)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
-            if name in LAZY_COMMANDS:
-                rows.append((name, LAZY_COMMANDS[name][1]))
-            else:
-                cmd = self.get_command(ctx, name)
-                rows.append((name, cmd.get_short_help_str(limit=formatter.width) if cmd else ""))
+            cmd = self.commands.get(name) or self._entry(name)
+            rows.append((name, cmd.get_short_help_str(limit=formatter.width) if cmd else ""))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
 
-def _plugin_commands() -> set[str]:
-    """Top-level command names contributed by plugins (found, not imported); core names win,
-    and a name two plugins claim is offered by neither (see `agentenv plugin list`)."""
+def _registered_commands() -> set[str]:
+    """Top-level command names in the `agentenv_local.cli` group (found, not imported); a built-in's name
+    cannot be taken, and a name two plugins claim is offered by neither (see `agentenv plugin list`)."""
     from agentenv_local.plugins import registry
 
-    return {name for name in registry().contributions("cli") if ":" not in name and name not in LAZY_COMMANDS}
+    return {name for name in registry().contributions("cli") if ":" not in name}
+
+
+def core_commands() -> list[str]:
+    """The names of the built-in top-level commands (agentenv-local's own entries in the cli group)."""
+    from agentenv_local.plugins import registry
+
+    return sorted(name for name, c in registry().contributions("cli").items() if c.builtin and ":" not in name)
 
 
 def _fail(message: str) -> None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ._common import ago, echo_json, table
+
+if TYPE_CHECKING:
+    from agentenv_local.sandbox_api import SandboxProvider
 
 
 def _providers(names: list[str] | None = None) -> dict:
@@ -57,18 +61,9 @@ def setup(as_json):
     The fixes (runc instead of crun, explicit ulimits) go into ~/.config/agentenv/containers.conf and are
     used by every Podman command agentenv runs. Safe to run again.
     """
-    from sandboxes.podman import images
-    from sandboxes.podman.engine import configure
-
-    config = podman_config()
     say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
-    base = images.ensure_base_image(config, on_line=say)
-    result = configure(base, config, log=say)
-    from sandboxes.podman.engine import auto_conf_path
-
-    marker = auto_conf_path().with_suffix(".probed")
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text("{}")
+    result = provider_named("podman").setup(on_line=say)
+    base = result.pop("base_image")
     if as_json:
         echo_json({"base_image": base, **result})
         return
@@ -79,11 +74,20 @@ def setup(as_json):
     click.echo("Podman is ready: `agentenv run hello --sandbox podman`")
 
 
-def podman_config() -> dict:
-    """`[sandbox.providers.podman]` of this project (`agentenv image` uses it too)."""
+def provider_named(name: str) -> SandboxProvider:
+    """The sandbox provider `name` for this project, from the plugin registry (`agentenv image` uses it too).
+    Nothing is created on disk: the machine-level operations need only its config."""
     from agentenv_local.config import load_config
+    from agentenv_local.errors import NotFoundError
+    from agentenv_local.paths import find_state_dir
+    from agentenv_local.plugins import registry
 
-    return load_config().get("sandbox.providers.podman") or {}
+    cls = registry().get("sandbox_providers", name)
+    if cls is None:
+        reason = registry().failure("sandbox_providers", name)
+        raise NotFoundError(f"the {name!r} sandbox provider is not available" + (f": {reason}" if reason else ""),
+                            hint="`agentenv plugin list` shows the sandbox providers there are")
+    return cls(find_state_dir(), load_config().get(f"sandbox.providers.{name}") or {})
 
 
 @sandbox_group.command("list")
@@ -154,10 +158,6 @@ def exec_command(sandbox_id, command, timeout, cwd):
 def logs(sandbox_id, tail):
     """What a container sandbox's main process printed (Podman only)."""
     provider = _provider_for(sandbox_id)
-    if not hasattr(provider, "logs"):
-        from agentenv_local.errors import AgentenvError
-
-        raise AgentenvError(f"{provider.name} sandboxes keep no logs", hint="exec into it instead")
     try:
         click.echo(provider.logs(sandbox_id, tail), nl=False)
     finally:
@@ -189,14 +189,7 @@ def prune(dry_run, as_json):
         async def sweep():
             for name, provider in _providers().items():
                 try:
-                    if hasattr(provider, "prune"):
-                        rows = await asyncio.to_thread(provider.prune, run_is_dead, dry_run=dry_run)
-                    else:
-                        rows = [r for r in await provider.list() if r.get("run_id") and run_is_dead(r["run_id"])]
-                        for r in rows:
-                            r["reason"] = f"its run {r['run_id']} is dead"
-                            if not dry_run:
-                                await provider.terminate(r["sandbox_id"])
+                    rows = await provider.prune(run_is_dead, dry_run=dry_run)
                     removed.extend({**r, "sandbox_type": name} for r in rows)
                 except AgentenvError as exc:
                     click.echo(f"(skipped {name}: {exc.message})", err=True)

@@ -222,9 +222,7 @@ class DeployAgentStep(Step):
         provider = ctx.sandbox_provider(self.sandbox_type or "podman")
         image, command = self.image, None
         if image is None:
-            from sandboxes.podman.runtime_image import ensure_runtime_image
-
-            image = await asyncio.to_thread(ensure_runtime_image, getattr(provider, "config", None))
+            image = await asyncio.to_thread(provider.runtime_image)
             command = ["python", "-m", "agentenv_local.agents", stored["spec"], "--host", "0.0.0.0", "--port", "8000"]
         spec = SandboxSpec(name=f"agent-{self.agent_name}", mode="container", image=image, command=command,
                            exposed_ports=[8000], host_access=True, run_id=ctx.run_id,

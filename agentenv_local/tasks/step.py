@@ -92,3 +92,12 @@ def artifact_refs(raw: dict, cls: type[Step] | None) -> list[tuple[str, str]]:
         if isinstance(ref, str):
             refs.append(("artifacts", ref))
     return refs
+
+
+def plugin_problem(name: str, obj: Any) -> str | None:
+    """Why `obj` cannot be the step type `name` (an `agentenv_local.task_steps` entry), or None."""
+    if not (isinstance(obj, type) and issubclass(obj, Step)):
+        return "a task step must be a subclass of agentenv_local.tasks.step.Step"
+    if obj.type != name:
+        return f"the class's type is {obj.type!r} but it is registered as {name!r}"
+    return None

@@ -629,7 +629,10 @@ class PodmanSandboxProvider(SandboxProvider):
         removed = await self.remove(sandbox_id)
         return live and removed
 
-    def prune(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> builtins.list[dict]:
+    async def prune(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> builtins.list[dict]:
+        return await asyncio.to_thread(self.prune_sync, run_is_dead, dry_run=dry_run)
+
+    def prune_sync(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> builtins.list[dict]:
         """Remove what dead runs and dead processes left behind, and nothing else.
 
         A container goes when: it is in the warm pool (or still starting) and the process that made it
@@ -665,6 +668,42 @@ class PodmanSandboxProvider(SandboxProvider):
             for row in doomed:
                 self.remove_sync(row["sandbox_id"])
         return doomed
+
+    @classmethod
+    def remove_leftover(cls, sandbox_id: str) -> None:
+        """`podman rm` a container a dead hub's record names (no service, no project config needed)."""
+        run_podman(["rm", "--force", "--time", "1", sandbox_id], timeout=60)
+
+    # -- the machine-level operations of the provider interface (`agentenv sandbox setup`, `agentenv image`) --
+    def setup(self, on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Build the base image (once) and probe this machine's fixes into containers.conf."""
+        say = on_line or (lambda _line: None)
+        base = images.ensure_base_image(self.config, on_line=say)
+        result = configure(base, self.config, log=say)
+        marker = auto_conf_path().with_suffix(".probed")
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("{}")
+        return {"base_image": base, **result}
+
+    def build_image(self, name: str, version: str, context: Path, *, containerfile: Path | None = None,
+                    build_args: dict[str, str] | None = None,
+                    on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Build as localhost/agentenv/NAME:VERSION; the build argument BASE defaults to the base image."""
+        args = dict(build_args or {})
+        args.setdefault("BASE", images.ensure_base_image(self.config, on_line=on_line))
+        return images.build(name, version, context, containerfile=containerfile, build_args=args, config=self.config,
+                            on_line=on_line)
+
+    def import_image(self, name: str, version: str, tarball: Path) -> dict[str, Any]:
+        return images.import_rootfs(name, version, tarball, config=self.config)
+
+    def list_images(self) -> builtins.list[dict[str, Any]]:
+        return images.list_images(self.config)
+
+    def runtime_image(self, on_line: Callable[[str], None] | None = None) -> str:
+        from .runtime_image import ensure_runtime_image
+
+        return ensure_runtime_image(self.config, on_line=on_line)
 
     # -- closing ------------------------------------------------------------------------------
     async def aclose(self) -> None:

@@ -48,7 +48,7 @@ def _has_entry(text: str, name: str) -> bool:
 
 
 def _cli_paths() -> list[str]:
-    from agentenv_local.cli.main import LAZY_COMMANDS, cli
+    from agentenv_local.cli.main import cli, core_commands
 
     paths = []
 
@@ -63,7 +63,7 @@ def _cli_paths() -> list[str]:
                 walk(sub, sub_ctx, sub.list_commands(sub_ctx) if isinstance(sub, click.Group) else [])
 
     root = click.Context(cli, info_name="agentenv")
-    core = [n for n in cli.list_commands(root) if n in LAZY_COMMANDS or n in cli.commands]
+    core = [n for n in cli.list_commands(root) if n in core_commands() or n in cli.commands]
     walk(cli, root, core)
     return paths[1:]
 
