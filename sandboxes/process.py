@@ -11,8 +11,8 @@ Commands run as you, on the host, with the host's network: there is no isolation
 the folder's path. A shell reads that text, so the path must be one plain word: when the real one
 has a space, a quote, `$` or the like (a project folder named so), commands see it through a link
 with a plain name, `$TMPDIR/agentenv-<uid>/<hash>/<id>` (one link per sandboxes folder, in a private
-folder of yours). The host itself
-reads and writes the folder's files without following any link in it. Every command starts in its own process group and carries
+folder of yours). The host itself reads and writes the folder's files without following any link
+in it. Every command starts in its own process group and carries
 `AGENTENV_SANDBOX=<id>` in its environment, which is how `terminate()` finds what the sandbox
 left running, even from another process.
 """

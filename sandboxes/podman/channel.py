@@ -76,6 +76,7 @@ class Channel:
             podman_binary(config), "exec", "-i", container, *agent_argv(python),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=podman_env(config), limit=LINE_LIMIT, start_new_session=True)
+        assert proc.stdout is not None and proc.stdin is not None  # both are pipes
         return await cls(container, proc.stdout, proc.stdin, proc)._handshake()
 
     async def _handshake(self) -> Channel:

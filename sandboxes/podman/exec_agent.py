@@ -110,7 +110,12 @@ def _write(req):
 
 def _stat(req):
     path = req["path"]
-    kind = "dir" if os.path.isdir(path) else "file" if os.path.isfile(path) else "other" if os.path.lexists(path) else None
+    if os.path.isdir(path):
+        kind = "dir"
+    elif os.path.isfile(path):
+        kind = "file"
+    else:
+        kind = "other" if os.path.lexists(path) else None
     return {"kind": kind}
 
 

@@ -88,8 +88,9 @@ def context_digest(context: Path, containerfile: Path, build_args: dict[str, str
     """What a build depends on: every file of the context (path, mode, bytes), the Containerfile, the args."""
     h = hashlib.sha256()
     h.update(b"containerfile\0" + containerfile.read_bytes() + b"\0")
-    for key in sorted(build_args or {}):
-        h.update(f"arg\0{key}={build_args[key]}\0".encode())
+    args = build_args or {}
+    for key in sorted(args):
+        h.update(f"arg\0{key}={args[key]}\0".encode())
     for folder, dirs, files in os.walk(context):
         dirs[:] = sorted(d for d in dirs if d not in _IGNORED_DIRS)
         for name in sorted(files):

@@ -83,7 +83,8 @@ def pins() -> str:
     """`name==version` of every distribution next to this process (constraints: unused ones are ignored)."""
     seen: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
-        name = (dist.metadata.get("Name") or "").strip()
+        # an email.message.Message at runtime; typeshed's PackageMetadata protocol leaves out get()
+        name = (dist.metadata.get("Name") or "").strip()  # type: ignore[attr-defined]
         key = re.sub(r"[-_.]+", "-", name).lower()
         if key and key not in _UNPINNED and key not in seen and dist.version:
             seen[key] = f"{name}=={dist.version}"
@@ -202,7 +203,7 @@ def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> l
     force: one that a container uses, or that an image is built FROM, stays. Answers what went."""
     from .engine import run_podman
 
-    gone = []
+    gone: list[str] = []
     try:
         rows = images.list_images(config)
     except Exception:  # tidying up is best effort
@@ -238,7 +239,7 @@ def build_env_image(folder: Path, name: str | None = None, version: str | None =
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
         containerfile = context / containerfile.name
         auto = version is None
-        if auto:
+        if version is None:
             version = images.context_digest(context, containerfile, args)[:16]
         result = images.build(name, version, context, containerfile=containerfile, build_args=args, config=config,
                               on_line=on_line)
