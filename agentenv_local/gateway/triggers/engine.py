@@ -27,13 +27,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .predicates import extract as apply_extract
 from .predicates import holds, is_empty, where_holds
 from .spec import (
     DEFAULT_ROLE,
+    ActionWhen,
     ExpDist,
+    StateWhen,
+    TimeWhen,
     TriggerError,
     TriggerSpec,
     normalize_executor,
@@ -245,6 +248,19 @@ class _Trigger:
     @property
     def type(self) -> str:
         return self.spec.when.type
+
+    # ``spec.when`` typed for its kind; callers check ``type`` first.
+    @property
+    def action_when(self) -> ActionWhen:
+        return cast(ActionWhen, self.spec.when)
+
+    @property
+    def state_when(self) -> StateWhen:
+        return cast(StateWhen, self.spec.when)
+
+    @property
+    def time_when(self) -> TimeWhen:
+        return cast(TimeWhen, self.spec.when)
 
 
 @dataclass(eq=False)
@@ -563,7 +579,7 @@ class TriggerEngine:
             unless = getattr(trig.spec.when, "unless", None)
             if unless is None or unless.tool != tool or trig.status != "armed":
                 continue
-            after = trig.spec.when.after
+            after = trig.time_when.after
             if after is not None and not trig.resolved:
                 anchor = self._triggers.get(after)
                 if anchor is None or anchor.status not in IN_FLIGHT:
@@ -670,7 +686,7 @@ class TriggerEngine:
     def _busy(self) -> list[asyncio.Task]:
         # A parked task whose timer was released is about to run again: it counts as busy.
         return [t for t in self._tasks if not t.done()
-                and (t not in self._parked or self._parked[t].future is None or self._parked[t].future.done())]
+                and (t not in self._parked or (f := self._parked[t].future) is None or f.done())]
 
     async def aclose(self) -> None:
         """Stop all trigger work (gateway shutdown). Fires in progress keep their place in
@@ -697,8 +713,9 @@ class TriggerEngine:
         ``unless``) lists, else the watched roles other than the executors'."""
         when = trig.spec.when
         roles = getattr(when, "roles", None)
-        if roles is None and getattr(when, "unless", None) is not None:
-            roles = when.unless.roles
+        unless = getattr(when, "unless", None)
+        if roles is None and unless is not None:
+            roles = unless.roles
         if roles is not None:
             return role in roles
         return role in self._watch_roles and role not in {e["role"] for e in self._executors.values()}
@@ -747,7 +764,7 @@ class TriggerEngine:
             while True:
                 trig.reeval = False
                 try:
-                    matched = await self._run_check(trig.spec.when.check)
+                    matched = await self._run_check(trig.state_when.check)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # fail-open
@@ -770,7 +787,7 @@ class TriggerEngine:
         trig.next_mark = None
         self._emit("cancelled", trig.id, **cause)
         for dep in list(self._triggers.values()):
-            if dep.type == "time" and dep.spec.when.after == trig.id and dep.status == "armed":
+            if dep.type == "time" and dep.time_when.after == trig.id and dep.status == "armed":
                 self._cancel(dep, anchor=trig.id)
 
     # -- time triggers --------------------------------------------------------------------------
@@ -780,7 +797,7 @@ class TriggerEngine:
         for trig in list(self._triggers.values()):
             if trig.type != "time" or trig.status != "armed":
                 continue
-            when = trig.spec.when
+            when = trig.time_when
             if when.after is None and trig.resolved and trig.anchor_key != key:
                 # Re-armed: the old mark (and any backlog) was on a timeline the clock left.
                 generation = getattr(self._clock, "generation", None)
@@ -802,7 +819,7 @@ class TriggerEngine:
                 self._changed()
 
     def _first_mark(self, trig: _Trigger, key: str | None) -> None:
-        when = trig.spec.when
+        when = trig.time_when
         if when.after is not None:
             return  # stamped when its anchor fires
         t0 = self._t0()
@@ -816,7 +833,7 @@ class TriggerEngine:
         trig.anchor_key = key
 
     def _interval(self, trig: _Trigger) -> float:
-        every = trig.spec.when.every
+        every = trig.time_when.every
         if isinstance(every, ExpDist):
             assert trig.rng is not None
             return trig.rng.expovariate(1.0 / duration_seconds(every.mean))
@@ -825,7 +842,7 @@ class TriggerEngine:
     def _due_marks(self, trig: _Trigger, now: datetime) -> tuple[list[datetime], bool, bool]:
         """The marks due at ``now`` (at most MAX_CATCHUP; a longer backlog drains on later looks),
         advancing next_mark past them. Answers (marks, capped, terminated)."""
-        when = trig.spec.when
+        when = trig.time_when
         recurring = when.every is not None
         until = resolve_mark(when.until, self._t0() or now) if when.until is not None else None
         marks: list[datetime] = []
@@ -872,7 +889,7 @@ class TriggerEngine:
         if now is None:
             return
         for trig in self._triggers.values():
-            when = trig.spec.when
+            when = trig.time_when
             if trig.type != "time" or when.after != anchor_id or trig.resolved or trig.status != "armed":
                 continue
             trig.next_mark = shift(now, duration_seconds(when.offset))
@@ -950,7 +967,7 @@ class TriggerEngine:
                 trig.attempts += 1
                 event = {"event_type": "trigger_fired", "source": "trigger_engine", "trigger_id": trig.id}
                 if job.get("ctx") is not None and trig.type == "action":
-                    event["provoking_tool"] = trig.spec.when.tool
+                    event["provoking_tool"] = trig.action_when.tool
                 if job.get("mark") is not None:
                     event["mark"] = job["mark"]
                 await self._trajectory(event)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +40,7 @@ class TriggerError(GatewayError):
     """A trigger request the engine refuses; ``status`` is the HTTP status the gateway answers with."""
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise TriggerError(message)
 
 
