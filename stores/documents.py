@@ -12,9 +12,10 @@ import time
 import duckdb
 
 from agentenv_local.errors import ConflictError, NotFoundError
-from agentenv_local.query import Query, compile_filters, compile_order
+from agentenv_local.query import Query
 
 from ._json import dumps, loads
+from .query import compile_filters, compile_order
 
 COLLECTIONS = (
     "envs", "env_instances", "artifacts", "agents", "agent_instances", "tasks", "task_steps",

@@ -14,9 +14,10 @@ from typing import Any
 import duckdb
 
 from agentenv_local.errors import ConflictError, NotFoundError
-from agentenv_local.query import Query, compile_filters, compile_order
+from agentenv_local.query import Query
 
 from ._json import dumps, loads
+from .query import compile_filters, compile_order
 
 RUN_COLUMNS = ("run_id", "task_id", "task_version", "group_id", "status", "created_at", "started_at",
                "finished_at", "score", "owner", "rev")
