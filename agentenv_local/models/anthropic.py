@@ -18,6 +18,7 @@ from agentenv_local.models.openai import parse_arguments
 from agentenv_local.models.types import (
     Message,
     ModelResponse,
+    StopReason,
     ToolCall,
     ToolSpec,
     Usage,
@@ -27,7 +28,8 @@ ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 OUTPUT_TOOL = "structured_output"
 
-_STOP = {"end_turn": "end", "stop_sequence": "end", "tool_use": "tool_calls", "max_tokens": "length"}
+_STOP: dict[str, StopReason] = {"end_turn": "end", "stop_sequence": "end", "tool_use": "tool_calls",
+                                "max_tokens": "length"}
 
 
 def _output_tool_name(specs: list[ToolSpec]) -> str:
@@ -145,6 +147,7 @@ class AnthropicMessagesProvider(ModelProvider):
                 else:
                     calls.append(ToolCall(id=call_id, name=name, arguments=args))
         reason = data.get("stop_reason")
+        stop: StopReason
         if calls:
             stop = "tool_calls"
         elif structured is not None:

@@ -109,7 +109,7 @@ def _text_reply(text: str, **kw: Any) -> Reply:
     return Reply(text=text, **kw)
 
 
-Reply.text = staticmethod(_text_reply)  # type: ignore[assignment,method-assign]
+Reply.text = staticmethod(_text_reply)  # type: ignore[assignment]
 
 
 # --- recorded requests -----------------------------------------------------------------------------
@@ -315,7 +315,7 @@ class RuleResponder:
         output_tool = request._output_tool() if request.api == "anthropic" else None
         callable_tools = [n for n in tools if n != output_tool]
         if callable_tools and not request.answered_tools:
-            name = self.tool if self.tool in callable_tools else callable_tools[0]
+            name = self.tool if self.tool is not None and self.tool in callable_tools else callable_tools[0]
             return Reply.tool_call(name, self._args(tools[name]))
         if schema is not None:
             return Reply.structured(example_from_schema(schema))
@@ -407,7 +407,8 @@ def validate_openai(body: Any) -> list[str]:
             tools = []
         for i, tool in enumerate(tools):
             where = f"tools[{i}]"
-            if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
+            if (not isinstance(tool, dict) or tool.get("type") != "function"
+                    or not isinstance(tool.get("function"), dict)):
                 problems.append(f"{where}: must be {{\"type\": \"function\", \"function\": {{...}}}}")
                 continue
             if set(tool) - {"type", "function"}:
@@ -747,7 +748,7 @@ class FakeModelServer:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    def start(self) -> FakeModelServer:
+    def start(self) -> Self:
         import uvicorn
 
         if self._thread is not None:
@@ -852,7 +853,8 @@ class FakeModelServer:
         await send({"type": "http.response.body", "body": payload})
 
     async def _handle(self, method: str, path: str, headers: dict, raw: bytes) -> tuple[int, Any, dict]:
-        api: Api | None = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}.get(path)
+        apis: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+        api = apis.get(path)
         try:
             body = json.loads(raw) if raw else None
         except ValueError:

@@ -15,11 +15,13 @@ from agentenv_local.models.errors import ModelError
 from agentenv_local.models.types import (
     Message,
     ModelResponse,
+    StopReason,
     ToolCall,
     Usage,
 )
 
-_FINISH = {"stop": "end", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length"}
+_FINISH: dict[str, StopReason] = {"stop": "end", "tool_calls": "tool_calls", "function_call": "tool_calls",
+                                  "length": "length"}
 
 
 def _schema_name(schema: dict) -> str:
@@ -51,7 +53,7 @@ def parse_arguments(name: str, raw: Any) -> dict[str, Any]:
                          hint="retry, lower the temperature, or use a model with better tool-calling support")
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         shown = raw if len(raw) <= 200 else raw[:200] + "..."
         raise ModelError(f"the model called tool {name!r} with arguments that are not valid JSON "
                          f"({exc.msg} at position {exc.pos}): {shown}", kind="tool_arguments", tool_name=name,
@@ -68,7 +70,8 @@ def to_openai_messages(messages: list[Message]) -> list[dict]:
     out: list[dict] = []
     for m in messages:
         if m.role == "assistant":
-            item: dict[str, Any] = {"role": "assistant", "content": m.content if (m.content or not m.tool_calls) else None}
+            item: dict[str, Any] = {"role": "assistant",
+                                    "content": m.content if (m.content or not m.tool_calls) else None}
             if m.tool_calls:
                 item["tool_calls"] = [{"id": c.id, "type": "function",
                                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
@@ -132,9 +135,10 @@ class OpenAIChatProvider(ModelProvider):
                 raise ModelError("the endpoint answered a tool call without a function name", kind="protocol",
                                  endpoint=self.base_url, hint="use a model/server with tool-calling support")
             call_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else f"call_{i}"
-            calls.append(ToolCall(id=call_id, name=fn["name"], arguments=parse_arguments(fn["name"], fn.get("arguments"))))
+            calls.append(ToolCall(id=call_id, name=fn["name"],
+                                  arguments=parse_arguments(fn["name"], fn.get("arguments"))))
         finish = choice.get("finish_reason")
-        stop = "tool_calls" if calls else _FINISH.get(finish, "end" if finish is None else "other")
+        stop: StopReason = "tool_calls" if calls else _FINISH.get(finish, "end" if finish is None else "other")
         if stop == "tool_calls" and not calls:
             stop = "other"
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
