@@ -24,7 +24,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from agentenv_local import jsonrpc
@@ -148,7 +148,7 @@ def _to_parts(content: Any) -> list:
         return [TextPart(text=content)]
     if isinstance(content, dict):
         return [DataPart(data=content)]
-    parts = []
+    parts: list[Any] = []
     for item in content:
         if isinstance(item, str):
             parts.append(TextPart(text=item))
@@ -164,7 +164,7 @@ def _to_parts(content: Any) -> list:
 MAX_EVENT_CHARS = 16 * 1024 * 1024
 
 
-async def _sse_data(answer: Any, url: str) -> AsyncIterator[str]:
+async def _sse_data(answer: Any, url: str) -> AsyncGenerator[str, None]:
     """The ``data`` of each server-sent event (multi-line data joined by newlines); comments, ``event:``, ``id:``
     and ``retry:`` fields are skipped."""
     data: list[str] = []
@@ -319,7 +319,8 @@ class A2AClient:
         method = method_03 if self.protocol == "0.3" else method_10
         body = jsonrpc.request(method, params, uuid.uuid4().hex)
         headers = {"A2A-Version": "1.0"} if self.protocol == "1.0" else {}
-        answer = await self._send_http(self._client().post(self.rpc_url, json=body, headers=headers), self.rpc_url)
+        url = self.rpc_url or ""  # set by _ready()
+        answer = await self._send_http(self._client().post(url, json=body, headers=headers), url)
         if answer.status_code >= 400 and "json" not in answer.headers.get("content-type", ""):
             raise A2AError(f"{self.rpc_url} answered HTTP {answer.status_code} to {method}")
         return self._rpc_reply(answer, method, None, nested_under="")
@@ -379,7 +380,7 @@ class A2AClient:
         headers = {"Accept": "text/event-stream"}
         if self.protocol == "1.0":
             headers["A2A-Version"] = "1.0"
-        url = self.rpc_url
+        url = self.rpc_url or ""  # set by _ready()
         # the agent sends a keepalive comment every 15 s, so a longer read timeout only waits out a dead agent
         timeout = httpx2.Timeout(self._timeout, read=max(self._timeout, 60.0))
         connected = False

@@ -136,7 +136,8 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
     if not url:
         await hosted.stop()
         tail = "\n".join(hosted._log[-20:])
-        raise AgentStartError(f"agent {spec!r} (a subprocess) did not start" + (f"; it printed:\n{tail}" if tail else ""))
+        raise AgentStartError(f"agent {spec!r} (a subprocess) did not start"
+                              + (f"; it printed:\n{tail}" if tail else ""))
     hosted.url = url
     # Keep draining its stderr so a chatty agent never blocks on a full pipe.
     log = open(log_path, "a") if log_path else None  # closed by the drain thread
@@ -189,7 +190,8 @@ class ContainerAgent(HostedAgent):
                     if provider is not None and hasattr(provider, "logs"):
                         logs = await asyncio.to_thread(provider.logs, self.sandbox.sandbox_id, 30)
                     raise AgentStartError(f"the agent container {self.sandbox_id} did not answer at {self.url} "
-                                          f"within {timeout:g} s" + (f"; its logs:\n{logs.strip()}" if logs.strip() else ""))
+                                          f"within {timeout:g} s"
+                                          + (f"; its logs:\n{logs.strip()}" if logs.strip() else ""))
                 await asyncio.sleep(0.1)
 
     async def stop(self) -> None:

@@ -6,7 +6,8 @@ answer over extra routes on the agent's own app (extension ``urn:agentenv-local:
 
     GET  /ext/human/pending                      {"pending": [{task_id, context_id, text, data, asked_at,
                                                   expires_at, conversation}]}, oldest first
-    POST /ext/human/reply                        {task_id, text, data?, end_conversation?} -> {"status": "answered", ...}
+    POST /ext/human/reply                        {task_id, text, data?, end_conversation?}
+                                                  -> {"status": "answered", ...}
                                                   404 no such question, 409 already answered / withdrawn
     GET  /ext/human/conversation?context_id=C    {"context_id", "conversation": [...]}; without context_id every
                                                   context: {"conversations": {context_id: [...]}}

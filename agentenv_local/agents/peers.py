@@ -224,9 +224,12 @@ def build_server(tools: PeerTools) -> Any:
         except PeerToolError as e:
             return _tool_error(str(e))
 
+    # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
+    # fields the models would drop (resultType, ttlMs, cacheScope)
     return Server(PEER_TOOLS_SERVER, version=__version__,
                   instructions="Delegate work to peer A2A agents: list them, message them, follow their tasks.",
-                  get_tool_input_schema=_SCHEMAS.get, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+                  get_tool_input_schema=_SCHEMAS.get, on_list_tools=on_list_tools,  # type: ignore[arg-type]
+                  on_call_tool=on_call_tool)  # type: ignore[arg-type]
 
 
 class PeerToolsEndpoint:

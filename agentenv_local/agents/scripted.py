@@ -286,7 +286,7 @@ class ScriptedAgent(Agent):
             return
         scope: dict[str, Any] = {"input": request.text, "input_data": request.data, "turn": turn,
                                  "context_id": request.context_id, "task_id": request.task_id}
-        state = {"parts": [], "structured": None, "has_structured": False, "end": False, "checks": [],
+        state: dict[str, Any] = {"parts": [], "structured": None, "has_structured": False, "end": False, "checks": [],
                  "tool_calls": 0}
         failure: TaskResult | None = None
         # the MCP clients close before the result is yielded: the server closes this generator after it
@@ -368,9 +368,9 @@ class ScriptedAgent(Agent):
                 log.append({"type": "check", "name": name, "passed": passed})
             elif "verdict" in action:
                 checks = state["checks"]
-                passed = sum(c["passed"] for c in checks)
-                score = passed / len(checks) if checks else 0.0
-                value = {"score": score, "passed": bool(checks) and passed == len(checks), "criteria": checks}
+                n_passed = sum(c["passed"] for c in checks)
+                score = n_passed / len(checks) if checks else 0.0
+                value = {"score": score, "passed": bool(checks) and n_passed == len(checks), "criteria": checks}
                 extra = render(action.get("verdict") or {}, scope)
                 if isinstance(extra, dict):
                     value.update(extra)

@@ -32,6 +32,7 @@ import re
 import sys
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,7 @@ from .peers import (
     PEER_TOOLS_SERVER,
     PeerToolsEndpoint,
 )
+from .streaming import EventStream  # the name: the class has a `streaming` property
 from .triggers import TriggerEngine, TriggerError
 from .types import (
     DataPart,
@@ -257,7 +259,7 @@ class AgentRuntime:
 
     # --- JSON-RPC ---------------------------------------------------------------------------------------
 
-    async def rpc(self, body: Any) -> dict[str, Any] | streaming.EventStream:
+    async def rpc(self, body: Any) -> dict[str, Any] | EventStream:
         """A JSON-RPC response, or for a streaming method that started, the ``EventStream`` to serve as SSE."""
         if isinstance(body, list):
             return _rpc_error(None, wire.INVALID_REQUEST, "Invalid Request: batch requests are not supported")
@@ -274,6 +276,7 @@ class AgentRuntime:
         if not isinstance(method, str) or not method:
             return _rpc_error(req_id, wire.INVALID_REQUEST, "Invalid Request: method must be a non-empty string",
                               field="method")
+        dialect: wire.Dialect
         if method in wire.METHODS_03:
             dialect, op = "0.3", wire.METHODS_03[method]
         elif method in wire.METHODS_10:
@@ -366,7 +369,7 @@ class AgentRuntime:
                     if not siblings:
                         self.contexts.pop(old.context_id, None)
 
-    def learn_own_base_url(self, scope: dict[str, Any]) -> None:
+    def learn_own_base_url(self, scope: Mapping[str, Any]) -> None:
         """Remember, from the first A2A request served, a base URL at which this agent reaches itself (used when
         ``public_url`` is not set).
 
@@ -608,6 +611,7 @@ class AgentRuntime:
                 raise ExtensionError(404, f"unknown task {task_id!r}")
             logs = [record.log]
         else:
+            assert context_id is not None  # exactly one of them, checked above
             ids = self.contexts.get(context_id)
             if not ids:
                 raise ExtensionError(404, f"unknown context {context_id!r}")
@@ -618,6 +622,7 @@ class AgentRuntime:
                                           f"{logs[0].state.value}); read events with a cursor: "
                                           '{"task_id", "after": 0}')
             return {"trajectory": [e for log in logs for e in log.events()]}
+        assert isinstance(after, int)  # a cursor read: checked above
         total = sum(len(log) for log in logs)
         if after > total:
             raise ExtensionError(400, f"after={after} is past the trajectory's {total} events")

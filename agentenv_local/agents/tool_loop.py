@@ -374,7 +374,7 @@ def _structured(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
         raw = fence.group(1)
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, f"not JSON ({exc.msg} at position {exc.pos})"
     try:
         import jsonschema

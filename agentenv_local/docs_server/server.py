@@ -208,9 +208,11 @@ def build_server() -> Any:
     async def lifespan(_server: Any):
         yield {}
 
+    # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
+    # fields the models would drop (resultType, ttlMs, cacheScope)
     return Server(SERVER_NAME, version=__version__, title="agentenv-local docs", instructions=INSTRUCTIONS,
-                  lifespan=lifespan, on_list_tools=on_list_tools, on_call_tool=on_call_tool,
-                  on_list_resources=on_list_resources, on_read_resource=on_read_resource)
+                  lifespan=lifespan, on_list_tools=on_list_tools, on_call_tool=on_call_tool,  # type: ignore[arg-type]
+                  on_list_resources=on_list_resources, on_read_resource=on_read_resource)  # type: ignore[arg-type]
 
 
 def warm_up() -> None:

@@ -48,6 +48,8 @@ def build_server(runtime: Runtime) -> Any:
         async with runtime.running():
             yield {}
 
+    # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
+    # fields the models would drop (resultType, ttlMs, cacheScope)
     return Server(runtime.name, version=__version__, instructions=runtime.description, lifespan=lifespan,
-                  get_tool_input_schema=runtime.input_schema, on_list_tools=on_list_tools,
-                  on_call_tool=on_call_tool)
+                  get_tool_input_schema=runtime.input_schema, on_list_tools=on_list_tools,  # type: ignore[arg-type]
+                  on_call_tool=on_call_tool)  # type: ignore[arg-type]

@@ -43,14 +43,17 @@ async def bridge(mcp_url: str, *, role: str | None = None, token: str | None = N
 
         async def on_call_tool(ctx: Any, params: Any) -> dict:
             meta = dict(params.meta or {})
-            result = await upstream.call_tool(params.name, params.arguments or {}, meta=meta or None)
+            result = await upstream.call_tool(params.name, params.arguments or {},
+                                              meta=meta or None)  # type: ignore[arg-type]  # _meta as sent: a plain dict
             return {**_as_wire(result), "resultType": "complete"}
 
         @contextlib.asynccontextmanager
         async def lifespan(_server: Any):
             yield {}
 
-        server = Server(name, version=__version__, lifespan=lifespan, on_list_tools=on_list_tools,
-                        on_call_tool=on_call_tool)
+        # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
+        # fields the models would drop (resultType, ttlMs, cacheScope)
+        server = Server(name, version=__version__, lifespan=lifespan, on_list_tools=on_list_tools,  # type: ignore[arg-type]
+                        on_call_tool=on_call_tool)  # type: ignore[arg-type]
         options = server.create_initialization_options(NotificationOptions(tools_changed=True))
         await run_over_stdio(server, options)

@@ -118,7 +118,7 @@ class ModelResponse(_Model):
         """The text parsed as JSON (for calls made with `response_format`); ModelError if it is not."""
         try:
             return json.loads(self.message.content)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             from agentenv_local.models.errors import ModelError
 
             raise ModelError(f"model {self.model!r} answered text that is not JSON ({exc.msg} at position {exc.pos})",
