@@ -129,11 +129,10 @@ def test_app_rewriting_touches_only_app_paths():
 
 
 def test_background_job_does_not_block_exec(sandbox):
-    started = time.monotonic()
     res = run(sandbox.exec("sleep 30 & echo $!", timeout=20))
-    assert res.ok and time.monotonic() - started < 15
+    assert res.ok and not res.timed_out  # it did not wait for the job (that would time out at 20 s)
     pid = int(res.stdout)
-    assert alive(pid)  # left running on purpose: servers are started this way
+    assert alive(pid)  # returned while the job still runs; left running on purpose: servers are started this way
     run(sandbox.terminate())
     assert wait_dead(pid)
 

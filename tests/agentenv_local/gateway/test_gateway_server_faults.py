@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from gateway_testkit import ECHO, ROOT, free_port, gateway_serving, http, load
@@ -146,12 +145,12 @@ def test_child_killed_mid_run_is_a_tool_error_and_the_restarted_child_serves_aga
             assert echo("before")["structuredContent"] == {"result": "before"}
             proc.kill()
             proc.wait()
-            started = time.monotonic()
             dead = asyncio.run(_mcp_echo(base, "during"))  # over MCP: a tool error
             assert dead.is_error and "server 'echo' did not answer" in dead.content[0].text
             r = h.post("/step", json={"action": "call_tool", "tool_name": "echo", "arguments": {"text": "x"}})
             assert r.status_code == 500 and r.json()["error"].startswith("Tool execution failed (")  # /step: 500
-            assert time.monotonic() - started < 30
+            # Both failed on the lost connection at once, not after waiting out the tool timeout (a 504).
+            assert "timed out" not in dead.content[0].text and "timed out" not in r.json()["error"]
             proc = _spawn_echo(port)
             after = echo("after")
             assert after.get("structuredContent") == {"result": "after"}, after

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from podman_support import project_containers
@@ -47,11 +46,12 @@ def test_lifecycle_commands_and_files(provider_factory):
         assert await sandbox.list_files("/app") == ["dir/a.txt", "rel.txt"]
         with pytest.raises(NotFoundError):
             await sandbox.read_file("/etc/nope")
-        # Commands run concurrently over the one channel.
-        started = time.monotonic()
-        results = await asyncio.gather(*(sandbox.exec(f"sleep 0.5; echo {i}") for i in range(5)))
-        assert [r.stdout for r in results] == [f"{i}\n" for i in range(5)]
-        assert time.monotonic() - started < 2.4
+        # Commands run concurrently over the one channel: each waits until all five have started (one at a
+        # time, the first would wait for the others until its timeout).
+        await sandbox.exec("mkdir -p /tmp/barrier")
+        barrier = "touch /tmp/barrier/{i}; until [ $(ls /tmp/barrier | wc -l) -ge 5 ]; do sleep 0.05; done; echo {i}"
+        results = await asyncio.gather(*(sandbox.exec(barrier.format(i=i), timeout=20) for i in range(5)))
+        assert [(r.stdout, r.timed_out) for r in results] == [(f"{i}\n", False) for i in range(5)]
         timed = await sandbox.exec("sleep 30", timeout=0.5)
         assert timed.timed_out and not timed.ok
         assert (await sandbox.exec(["no-such-program"])).exit_code == 127
