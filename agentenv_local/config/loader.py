@@ -181,7 +181,8 @@ def read_toml(path: Path) -> dict:
             reason = msg.split(" is not valid TOML: ", 1)[-1]
             reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$", "", reason)
             raise ConfigError(f"cannot parse {path}: {where}: {reason}",
-                              hint="fix the TOML syntax there (https://toml.io), then run `agentenv config show`") from None
+                              hint="fix the TOML syntax there (https://toml.io), then run `agentenv config show`",
+                              ) from None
         raise ConfigError(msg,
                           hint="fix that value, then run `agentenv config show`") from None
 
@@ -195,7 +196,7 @@ def _unknown(node: schema.Node, key: str) -> _Problem:
     section = f"[{node.dotted}]" if node.path else "the top level (sections)"
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     if close:
-        hint = f"did you mean '{_dotted(node.path + (close[0],))}'?"
+        hint: str | None = f"did you mean '{_dotted(node.path + (close[0],))}'?"
     else:
         same = [n.dotted for n in schema.all_nodes() if n.path[-1] == key]
         hint = f"did you mean '{same[0]}'?" if same else None
@@ -668,7 +669,8 @@ class Config:
                 if entry is None and len(rest) == 1 and node.items_are_tables:
                     out["value"] = {}
                 return out
-            targets = [(p, None) for p in self._under(full) if not (self._live[p].value == {} and self._under(p))]
+            targets: list[tuple[Path_, schema.Node | None]] = [
+                (p, None) for p in self._under(full) if not (self._live[p].value == {} and self._under(p))]
         else:
             targets = self._display_paths(node)
         value: dict = {}

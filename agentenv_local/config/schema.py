@@ -16,7 +16,7 @@ import json
 import types
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeGuard, Union, get_args, get_origin
 
 import annotated_types as at
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -47,14 +47,16 @@ class StoreSettings(_Section):
 class RunnerSettings(_Section):
     """How much work the task runner does at once."""
 
-    concurrency: int = Field(4, ge=1, le=1000, description="How many runs a command keeps in flight when --concurrency is not given.")
+    concurrency: int = Field(
+        4, ge=1, le=1000, description="How many runs a command keeps in flight when --concurrency is not given.")
     step_concurrency: int = Field(8, ge=1, le=1000, description="How many ready steps of one run execute at once.")
 
 
 class HubSettings(_Section):
     """The hub: the one process per project that owns the store."""
 
-    start_timeout_s: float = Field(5.0, gt=0, le=600, description="How long a client waits for a hub it started to answer.")
+    start_timeout_s: float = Field(
+        5.0, gt=0, le=600, description="How long a client waits for a hub it started to answer.")
     linger_s: float = Field(
         0.0, ge=0, le=86400,
         description="How long a short-lived hub stays up after its own command ends when no client is attached.")
@@ -210,7 +212,7 @@ def _is_dict(annotation: Any) -> bool:
     return annotation is dict or get_origin(annotation) is dict
 
 
-def _is_section(annotation: Any) -> bool:
+def _is_section(annotation: Any) -> TypeGuard[type[_Section]]:
     return isinstance(annotation, type) and issubclass(annotation, _Section)
 
 
@@ -288,7 +290,8 @@ def describe_type(annotation: Any, metadata: tuple = ()) -> str:
             base = "a table"
         else:
             base = getattr(ann, "__name__", str(ann))
-    lo = hi = None
+    lo: Any = None
+    hi: Any = None
     lo_strict = hi_strict = False
     for m in metadata:
         if isinstance(m, at.Ge):
