@@ -204,7 +204,8 @@ class DeployAgentStep(Step):
                   "a2a_agent_version": stored["version"], "a2a_url": url, "api_url": url,
                   "a2a_card": card, "instance_id": instance_id, "role": self.role, "runtime": runtime,
                   "pid": hosted.pid if hosted else None,
-                  "sandbox_id": getattr(hosted, "sandbox_id", None), "sandbox_type": getattr(hosted, "sandbox_type", None),
+                  "sandbox_id": getattr(hosted, "sandbox_id", None),
+                  "sandbox_type": getattr(hosted, "sandbox_type", None),
                   "env_ids": list(self.env_ids), "on_host": runtime != "container", "step_id": self.id,
                   "created_at_utc": _utc(created),
                   "expires_at_utc": _utc(created + timedelta(seconds=self.ttl_seconds))}
@@ -229,7 +230,9 @@ class DeployAgentStep(Step):
                            env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **stored["env_vars"], **self.env_vars},
                            labels={"agentenv.run": ctx.run_id, "agentenv.agent-instance": instance_id})
         sandbox = await provider.create(spec)
-        agent = ContainerAgent(url=sandbox.tunnel_urls["8000"], runtime="container", sandbox=sandbox)
+        # tunnel_urls: the published ports, which the container providers' sandboxes have; the ABC does not declare it
+        agent = ContainerAgent(url=sandbox.tunnel_urls["8000"],  # type: ignore[attr-defined]
+                               runtime="container", sandbox=sandbox)
         try:
             await agent.wait_ready(self.ready_timeout_seconds)
         except BaseException:
@@ -279,7 +282,7 @@ def _server_name(env_id: str) -> str:
 
 
 async def _stop_record(record: dict) -> None:
-    hosted = _HOSTED.pop(record.get("instance_id"), None)
+    hosted = _HOSTED.pop(record.get("instance_id") or "", None)
     if hosted is not None:
         await hosted.stop()
     elif record.get("pid"):  # started by a hub that is gone: its process may still run

@@ -240,7 +240,9 @@ class PeerAgentsStep(Step):
             peers = []
             for name in p.peer_agent_names:
                 peer = deployed_agent(ctx, name)
-                card = peer.get("a2a_card") if isinstance(peer.get("a2a_card"), dict) else {}
+                card = peer.get("a2a_card")
+                if not isinstance(card, dict):
+                    card = {}
                 description = card.get("description") or peer.get("agent_description") or f"agent {name}"
                 peers.append({"name": name, "url": peer["a2a_url"], "card": card, "description": description})
             tables[p.source_agent_name] = peers

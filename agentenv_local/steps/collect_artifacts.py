@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 MiB = 1024 * 1024
 DEFAULT_MAX_FILE_BYTES = 50 * MiB
 # Prints each argument's size in bytes (or -1 when it is not a regular file, or is a link), one per line.
-_SIZES_SCRIPT = 'for f in "$@"; do if [ -f "$f" ] && [ ! -L "$f" ]; then wc -c < "$f" | tr -d " "; else echo -1; fi; done'
+_SIZES_SCRIPT = ('for f in "$@"; do if [ -f "$f" ] && [ ! -L "$f" ]; then wc -c < "$f" | tr -d " "; '
+                 'else echo -1; fi; done')
 _SIZES_CHUNK = 256
 
 

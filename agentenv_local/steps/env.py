@@ -96,6 +96,7 @@ class DeployEnvStep(Step):
 
         import httpx2
 
+        assert self.artifact_id is not None  # only called with one
         doc = ctx.artifact(self.artifact_id, self.artifact_version)
         files = ctx.artifact_files(doc)
         parts = [{"kind": "file", "file": {"name": rel, "bytes": base64.b64encode(data).decode()}}
@@ -112,6 +113,7 @@ class DeployEnvStep(Step):
                                     f"{child['name']!r} failed: {body['error']}")
 
     async def _teardown_record(self, ctx: StepContext, record: dict) -> None:
+        assert ctx.services.envs is not None  # the env was deployed by the hub's env instances
         await ctx.services.envs.teardown(record["instance_id"])
         record["torn_down"] = True
         ctx.emit("env.terminated", {"env_id": record.get("env_id"), "instance_id": record["instance_id"]})

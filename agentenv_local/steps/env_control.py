@@ -97,7 +97,7 @@ class EnvGateway:
 
     # -- children and cards ----------------------------------------------------------------------------
     async def children(self) -> list[str]:
-        names = [c if isinstance(c, str) else c.get("name") for c in self.record.get("children") or []
+        names = [c if isinstance(c, str) else c["name"] for c in self.record.get("children") or []
                  if isinstance(c, str) or (isinstance(c, dict) and c.get("name"))]
         if names:
             return names
@@ -128,7 +128,9 @@ class EnvGateway:
         """Call the endpoint an extension advertises (params.methods.<op> or params.endpoint), child-rooted
         endpoints made gateway-rooted under /svc/mcp-<child>."""
         params = ext.get("params") or {}
-        methods = params.get("methods") if isinstance(params.get("methods"), dict) else {}
+        methods = params.get("methods")
+        if not isinstance(methods, dict):
+            methods = {}
         entry: dict = {}
         if op is not None:
             if op not in methods:

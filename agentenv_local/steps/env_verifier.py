@@ -5,8 +5,9 @@ The file artifact defines `async def verify(mcp_url[, run])` (a plain function w
 interpreter, so `mcp` is importable and the script can open an `mcp.Client(mcp_url)`), with `mcp_url`
 the gateway's MCP endpoint and `run` a dict: `{"prompt_id", "response", "prompt_responses", "seed",
 "env": {"id", "gateway_url", "mcp_url", "admin_token"}}` (`admin_token`: the instance's control-plane
-credential for its data plane, `Authorization: Bearer ...`; None with an open control plane). Each criterion becomes a verification row
-`{criterion: description, id, result, score}` under `metadata.verifications[verifier_id]`.
+credential for its data plane, `Authorization: Bearer ...`; None with an open control plane). Each
+criterion becomes a verification row `{criterion: description, id, result, score}` under
+`metadata.verifications[verifier_id]`.
 """
 
 from __future__ import annotations

@@ -389,10 +389,11 @@ class RubricsVerifierStep(Step):
     def _verdict(self, item: dict[str, Any]) -> dict[str, Any] | None:
         score = item.get("score")
         passed = item.get("passed", item.get("result"))
-        numeric = isinstance(score, (int, float)) and not isinstance(score, bool) and 0 <= score <= 1
+        in_range = isinstance(score, (int, float)) and not isinstance(score, bool) and 0 <= score <= 1
+        numeric = score if in_range else None
         if self.output_format == "rubric_partial":
-            if numeric:
-                value = float(score)
+            if numeric is not None:
+                value = float(numeric)
             elif isinstance(passed, bool):
                 value = 1.0 if passed else 0.0
             else:
@@ -401,8 +402,8 @@ class RubricsVerifierStep(Step):
         else:
             if isinstance(passed, bool):
                 result = passed
-            elif numeric:
-                result = float(score) >= self.pass_threshold
+            elif numeric is not None:
+                result = float(numeric) >= self.pass_threshold
             else:
                 return None
             value = 1.0 if result else 0.0

@@ -180,6 +180,7 @@ class RunContainerUnitTestsVerifierStep(Step):
         return (reward or 0.0), f"{status}; {why}{_output(result)}"
 
     async def _reward(self, sandbox: "Sandbox") -> tuple[float | None, str]:
+        assert self.reward_path is not None  # only called with one
         path = normalized(WORKDIR, self.reward_path)
         try:
             data = await read_capped(sandbox, path, 1024 * 1024, field="the reward file limit")

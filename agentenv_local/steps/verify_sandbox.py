@@ -97,8 +97,8 @@ class VerifySandboxStep(Step):
                          "skipped": False})
         verifier_id = self.verifier_id or self.id
         score = ctx.record_verification(verifier_id, rows, self.score_aggregator)
-        passed = sum(1 for r in rows if r["result"])
-        ctx.log(f"{verifier_id}: score {score:g} ({passed}/{len(rows)} criteria passed)")
+        n_passed = sum(1 for r in rows if r["result"])
+        ctx.log(f"{verifier_id}: score {score:g} ({n_passed}/{len(rows)} criteria passed)")
 
     def _paths(self, criterion: dict) -> list[str]:
         return string_list(criterion["paths"]) or []
