@@ -41,8 +41,8 @@ async def answering_in_flight(read_stream: Any, write_stream: Any,
     passes)."""
     import anyio
 
-    to_server_send, to_server = anyio.create_memory_object_stream(100)
-    from_server, from_server_recv = anyio.create_memory_object_stream(100)
+    to_server_send, to_server = anyio.create_memory_object_stream[Any](100)
+    from_server, from_server_recv = anyio.create_memory_object_stream[Any](100)
     waiting: set[Any] = set()
     flushed = anyio.Event()  # everything the server wrote has been handed to stdout's stream
 

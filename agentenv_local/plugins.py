@@ -141,7 +141,7 @@ class PluginRegistry:
         self._extra.setdefault(group, {})[name] = obj
 
     def inventory(self) -> list[Contribution]:
-        out = []
+        out: list[Contribution] = []
         for group in GROUPS:
             out += self.load_all(group).values()
         return out

@@ -284,6 +284,7 @@ def skill_from_text(text: str, source: str = SKILL_FILE, files: dict[str, bytes]
     if problems:
         raise SkillError(problems[0] if len(problems) == 1 else f"{source}: {len(problems)} problem(s)",
                          problems=problems if len(problems) > 1 else None)
+    assert isinstance(name, str) and isinstance(description, str)  # checked above
     return Skill(name=name, description=description.strip(), skill_md=text, body=body,
                  license=data.get("license") or None, compatibility=data.get("compatibility") or None,
                  metadata=dict(metadata or {}), allowed_tools=tools, files=dict(files or {}))

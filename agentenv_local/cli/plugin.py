@@ -7,10 +7,14 @@ marked as built-in. Listing loads each contribution, so a broken one shows why i
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ._common import echo_json, table
+
+if TYPE_CHECKING:
+    from agentenv_local.plugins import Contribution
 
 FORMAT_VERSION = 1
 
@@ -20,11 +24,11 @@ def plugin():
     """List installed plugins and what they contribute."""
 
 
-def _inventory(load: bool = True):
+def _inventory(load: bool = True) -> list[Contribution]:
     from agentenv_local.plugins import GROUPS, registry
 
     reg = registry()
-    contributions = []
+    contributions: list[Contribution] = []
     for group in GROUPS:
         found = reg.load_all(group) if load else reg.contributions(group)
         contributions += found.values()

@@ -113,7 +113,8 @@ def split_sections(page: str, text: str) -> list[Section]:
 def _summary(text: str) -> str:
     """The first sentence of the first paragraph after the title, on one line."""
     text = re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
-    fenced, para = False, []
+    fenced = False
+    para: list[str] = []
     for line in text.splitlines():
         if _FENCE.match(line):
             fenced = not fenced

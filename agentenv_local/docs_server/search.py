@@ -29,7 +29,12 @@ CONTEXT_WEIGHT = 2
 PHRASE_BONUS = 0.6  # multiplies the score by (1 + bonus) per field where the whole query is a phrase
 INDEX_PAGE_WEIGHT = 0.5  # index.md and "See also" sections link pages: they should not outrank them
 
-STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "so", "that", "the", "their", "then", "there", "these", "this", "to", "use", "using", "was", "what", "when", "where", "which", "who", "why", "will", "with", "you", "your", "we", "our", "should", "would", "could", "get"])
+STOP = frozenset([
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "if", "in",
+    "into", "is", "it", "its", "me", "my", "of", "on", "or", "so", "that", "the", "their", "then", "there", "these",
+    "this", "to", "use", "using", "was", "what", "when", "where", "which", "who", "why", "will", "with", "you",
+    "your", "we", "our", "should", "would", "could", "get"
+])
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_\-]*[a-z0-9]|[a-z0-9]")
 

@@ -37,7 +37,8 @@ def _unwrap(annotation: Any) -> list[Any]:
 
 def is_tool_context(annotation: Any) -> bool:
     if isinstance(annotation, str):  # an annotation that could not be resolved: read its spelling
-        return re.fullmatch(r"(Optional\[)?([\w.]*\.)?ToolContext(\])?(\s*\|\s*None)?", annotation.strip("'\" ")) is not None
+        spelled = annotation.strip("'\" ")
+        return re.fullmatch(r"(Optional\[)?([\w.]*\.)?ToolContext(\])?(\s*\|\s*None)?", spelled) is not None
     return any(t is ToolContext for t in _unwrap(annotation))
 
 

@@ -6,7 +6,9 @@
 | `GET /ready` | 200 `{"ok": true}` once serving (503 while starting or stopping) |
 | `POST /agentenv` | the JSON-RPC data plane (`data/reset`, `data/add`, `data/get`) |
 | `<verb> /agentenv/ext/...` | each `@extension` route |
-| `GET/POST/DELETE /mcp` | MCP streamable HTTP (mcp 2.x `StreamableHTTPSessionManager`): the 2026 stateless revision and the older handshake revisions with `Mcp-Session-Id` sessions |
+| `GET/POST/DELETE /mcp` | MCP streamable HTTP (mcp 2.x `StreamableHTTPSessionManager`) |
+
+`/mcp` serves the 2026 stateless revision and the older handshake revisions with `Mcp-Session-Id` sessions.
 
 Every request passes the HTTP guard (agentenv_local/http_guard.py): a `Host` of loopback, the server's own
 address or `[security] allowed_hosts` (DNS rebinding), an allowed `Origin` or none, a bounded body. With an

@@ -343,6 +343,7 @@ def _collect(cls: type) -> EnvSpec:
     hook = members.get("on_tool_call")
     spec.has_hook = hook is not None and hook is not Env.__dict__.get("on_tool_call")
     if spec.has_hook:
+        assert hook is not None  # has_hook
         try:
             inspect.signature(hook).bind(None, None)
         except TypeError as e:

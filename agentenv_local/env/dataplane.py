@@ -51,7 +51,7 @@ def _parts_out(value: Any) -> list[dict]:
     return [p.model_dump(mode="json", exclude_none=True) for p in response.parts]
 
 
-async def dispatch(runtime: Runtime, request: dict | bytes | str) -> dict:
+async def dispatch(runtime: Runtime, request: dict | bytes | str | None) -> dict:
     """Answer one data-plane request (already parsed, or the raw body)."""
     if isinstance(request, (bytes, str)):
         from agentenv_local.untrusted import UntrustedInputError, parse_json

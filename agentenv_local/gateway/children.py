@@ -142,10 +142,12 @@ class Child:
         # starting it doesn't block; its output is read off the loop
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, env=env)
+        stderr = self.proc.stderr
+        assert stderr is not None  # a pipe
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
         while True:
-            line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stderr.readline),
+            line = await asyncio.wait_for(loop.run_in_executor(None, stderr.readline),
                                           max(0.1, deadline - loop.time()))
             if line:
                 self._output.append(line.rstrip())
@@ -535,6 +537,7 @@ class _LeanSession:
                 return
             status, content_type, data, keep = answer
             http.release(conn, keep)
+            outcome: dict | Exception | None
             try:
                 outcome = self._read_answer(request_id, status, content_type, data, on_notification)
             except Exception as e:  # handed on, as call_tool would raise it

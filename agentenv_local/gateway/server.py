@@ -806,6 +806,7 @@ class Gateway:
         """The ASGI app of an in-process child's env (built once), for the /svc routes."""
         app = self._svc_apps.get(child.name)
         if app is None:
+            assert child.env is not None  # an in-process child
             app = self._svc_apps[child.name] = child.env.app()
         return app
 

@@ -22,7 +22,7 @@ _MAX_IDLE = 64  # idle keep-alive connections kept per child; more concurrent ca
 try:  # orjson is a dependency; the json module stands in where it is missing (a partial install)
     import orjson as _orjson
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]  # checked for None where it is used
 
 
 def dumps(value: Any) -> bytes:

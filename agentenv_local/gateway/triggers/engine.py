@@ -87,8 +87,11 @@ _DIGEST_CHARS = 16
 class ClockLike(Protocol):
     """The virtual clock, as the engine reads it (``agentenv_local.gateway.clock.VirtualClock`` is one)."""
 
-    armed: bool
-    t0: datetime | None
+    @property
+    def armed(self) -> bool: ...
+
+    @property
+    def t0(self) -> datetime | None: ...
 
     def now(self) -> datetime:
         """Virtual now (aware UTC); raises when the clock is not armed."""
