@@ -2,7 +2,9 @@
 environment; reading the address a spawned server announces.
 
 Shared by the process sandbox and by steps that run helpers on the host (run_code); `announced_url` by whatever
-spawns an env or agent server with `--port 0` (agent hosting, the gateway's subprocess children).
+spawns an env or agent server with `--port 0` (agent hosting, the gateway's subprocess children); `start_logged`,
+`pid_alive` and `stop_group` by the hub's env hosting (agentenv_local.hosting.envs), which starts long-lived servers
+in their own sessions and stops them, or what a dead hub left of them, by process group.
 """
 
 from __future__ import annotations
@@ -43,6 +45,42 @@ def announced_url(line: str) -> str | None:
 def kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def pid_alive(pid: int) -> bool:
+    """Is there a process `pid` (one we may not signal counts as alive)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pid: int, grace_s: float = 3.0) -> None:
+    """Stop `pid` and its process group (a server started in its own session): SIGTERM, up to `grace_s` for it to
+    go (reaping it when it is our child), then SIGKILL the same way. Blocking: call it off the event loop."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if not pid_alive(pid):
+                return
+            time.sleep(0.02)
+
+
+def start_logged(argv: list[str], *, cwd: str | Path, env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """Start a long-lived server in its own session (so `stop_group` stops all of it), its stdout and stderr
+    written to `log_path`, no stdin."""
+    with open(log_path, "wb") as out:
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _read_capped(f) -> str:

@@ -32,7 +32,7 @@ NOT_YET = {"agents": "agents (the agents issue)"}
 class EnvEntry:
     name: str
     id: str
-    env: object  # agentenv_local.environments.McpServerEnv | MultiEnv
+    env: object  # agentenv_local.hosting.envs.McpServerEnv | MultiEnv
     files: dict[str, bytes]  # the folder's files (for module and command envs)
 
 
@@ -298,7 +298,7 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
     folder = bundle.path / "envs"
     if not folder.is_dir():
         return
-    from agentenv_local.environments import (  # pydantic models: only when needed
+    from agentenv_local.hosting.envs import (  # pydantic models: only when needed
         MultiEnv,
         load_env_folder,
     )

@@ -138,8 +138,8 @@ def _materialize_envs(store, bundle: Bundle, record, dry_run: bool) -> None:
     """Server envs first, then multi envs pinned to the versions of the bundle's servers."""
     if not bundle.envs:
         return
-    from agentenv_local.environments import MultiEnv
-    from agentenv_local.environments.store import env_body
+    from agentenv_local.hosting.envs import MultiEnv
+    from agentenv_local.hosting.envs.store import env_body
 
     versions: dict[str, int] = {}
     for entry in sorted(bundle.envs.values(), key=lambda e: isinstance(e.env, MultiEnv)):

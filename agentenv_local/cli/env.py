@@ -21,9 +21,9 @@ def env_group():
 def put(folder, env_id):
     """Store FOLDER (its env.toml and files) as the next version of --id."""
     from agentenv_local.artifacts import read_folder
-    from agentenv_local.environments import MultiEnv, load_env_folder
-    from agentenv_local.environments.store import env_body
     from agentenv_local.errors import ValidationError
+    from agentenv_local.hosting.envs import MultiEnv, load_env_folder
+    from agentenv_local.hosting.envs.store import env_body
 
     env, _raw, _declared = load_env_folder(folder.resolve())
     with session() as s:

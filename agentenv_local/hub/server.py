@@ -63,7 +63,7 @@ class Hub:
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="hub-loop", daemon=True)
         self._loop_thread.start()
         self.services = RunServices(self.store, config, paths)
-        from agentenv_local.environments.deploy import EnvManager
+        from agentenv_local.hosting.envs.manager import EnvManager
 
         # Instances a dead hub left running are marked terminated and their processes killed here.
         self.envs = EnvManager(self.store, paths, self.loop, services=self.services)

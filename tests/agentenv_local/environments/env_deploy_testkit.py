@@ -21,8 +21,8 @@ def hub_session(tmp_path: Path):
 def put_env(store, env_id: str, folder: Path | None = None, **fields) -> dict:
     """Store an env: an example folder's files with `fields` as its env.toml."""
     from agentenv_local.artifacts import read_folder
-    from agentenv_local.environments import parse_env
-    from agentenv_local.environments.store import env_body
+    from agentenv_local.hosting.envs import parse_env
+    from agentenv_local.hosting.envs.store import env_body
 
     env = parse_env(dict(fields), env_id)
     files = read_folder(folder) if folder is not None else {}

@@ -96,7 +96,7 @@ def test_child_that_exits_at_start_fails_with_its_output(session, tmp_path):
     folder.mkdir()
     (folder / "server.py").write_text("import sys\nprint('cannot open the widget database', flush=True)\nsys.exit(3)\n")
     put_env(session.store, "broken", folder, command=["python", "server.py"])
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
 
     with pytest.raises(DeployError) as info:
         on_hub(session, session.hub.envs.deploy("broken"))
@@ -109,7 +109,7 @@ def test_child_that_exits_at_start_fails_with_its_output(session, tmp_path):
 def test_image_env_is_refused(session):
     session.store.documents.put("envs", "boxed", {"type": "mcp_server", "image": "example/mcp:1",
                                                   "environment_name": "boxed"})
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
 
     with pytest.raises(DeployError, match="container images come with the Podman sandboxes"):
         on_hub(session, session.hub.envs.deploy("boxed"))
@@ -147,7 +147,7 @@ def test_clashing_multi_env_fails_naming_the_fix(session):
     put_env(session.store, "a", EXAMPLES / "echo", module="server.py:Echo", environment_name="a")
     put_env(session.store, "b", EXAMPLES / "echo", module="server.py:Echo", environment_name="b")
     session.store.documents.put("envs", "ab", {"type": "multi", "mcp_server_envs": ["a", "b"]})
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
 
     with pytest.raises(DeployError) as info:
         on_hub(session, session.hub.envs.deploy("ab"))
@@ -207,8 +207,8 @@ def test_advance_clock_moves_a_frozen_clock_and_fires_what_came_due(session):
         on_hub(session, envs.advance_clock(instance_id, 1800))
         assert h.get("/triggers/state").json()["triggers"][0]["status"] == "fired"
         assert h.get("/clock/time").json()["virtual_time"].startswith("2025-03-10T10:00:00")
-    from agentenv_local.environments.deploy import STATE
     from agentenv_local.gateway.clock import VirtualClock
+    from agentenv_local.hosting.envs.manager import STATE
 
     saved = VirtualClock.from_dict(session.store.records.get(STATE, instance_id)["body"]["clock"])
     assert saved.state()["virtual_time"].startswith("2025-03-10T10:00:00")  # saved like every clock change

@@ -268,7 +268,7 @@ def _build_broken(podman_base_image: str, name: str, command: str) -> str:
 
 
 def test_a_container_that_exits_at_start_fails_the_deploy_with_its_logs(session, podman_base_image):
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
 
     ref = _build_broken(podman_base_image, "test-env-exits",
                         '["python3", "-c", "import sys; print(\'cannot open the widget database\', '
@@ -285,7 +285,7 @@ def test_a_container_that_exits_at_start_fails_the_deploy_with_its_logs(session,
 
 
 def test_a_container_that_never_serves_fails_after_the_timeout_with_its_logs(session, podman_base_image):
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
 
     ref = _build_broken(podman_base_image, "test-env-silent",
                         '["bash", "-c", "echo listening nowhere; exec sleep 600"]')
@@ -301,7 +301,7 @@ def test_a_container_that_never_serves_fails_after_the_timeout_with_its_logs(ses
 
 
 def test_an_image_not_in_local_storage_is_a_clear_error(session):
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
 
     put_env(session.store, "nowhere", image="localhost/agentenv/no-such-env:1")
     with pytest.raises(DeployError) as info:
@@ -311,7 +311,7 @@ def test_an_image_not_in_local_storage_is_a_clear_error(session):
 
 
 def test_without_a_working_podman_the_error_says_how_to_install_it(session, tmp_path):
-    from agentenv_local.environments.deploy import DeployError
+    from agentenv_local.hosting.envs.manager import DeployError
     from sandboxes.podman import PodmanSandboxProvider
 
     class Services:  # a run's services whose podman is missing

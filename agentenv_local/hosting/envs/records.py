@@ -134,7 +134,8 @@ def parse_env(data: dict, where: str) -> McpServerEnv | MultiEnv:
         problems = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"][1:]) or "(env)"
-            msg = "unknown key (typo?)" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            msg = ("unknown key (typo?)" if err["type"] == "extra_forbidden"
+                   else err["msg"].removeprefix("Value error, "))
             problems.append(f"{where}: {loc}: {msg}")
         raise ValidationError(f"{where}: {len(problems)} problem(s) in the env", problems=problems) from exc
 

@@ -1,0 +1,327 @@
+"""Deploying envs: a gateway in the hub in front of an env's servers, recorded in the store.
+
+    manager = EnvManager(store, paths, loop)      # the hub makes one: services.envs
+    record = await manager.deploy("mail")          # on the hub's loop
+    ...                                            # record["mcp_url"] serves MCP, record["gateway_url"] REST
+    await manager.teardown(record["instance_id"])
+
+A deployed instance is a Gateway served by uvicorn as a task on the hub's loop (127.0.0.1, a free
+port). Its children: a module env in the hub (the Env object, no HTTP hop; in_hub.py) or as a subprocess, a
+`command` subprocess told its port by MCP_PORT (subprocesses.py), a `url` as is, or an `image` started in a
+container by a sandbox provider (containers.py). Instances are recorded in the `env_instances` records
+(running -> terminated; sweep.py ends what a dead hub left); the gateway's RBAC rules, trigger state and clock
+are saved in `env_instance_state` whenever they change, so `deploy(resume=INSTANCE)` after a hub
+restart brings them back. Every gateway event is appended to the store's event log as
+`env.<event_type>` with the instance id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentenv_local.errors import NotFoundError, ValidationError
+
+from .containers import ContainerChildren, remove_containers
+from .gateway import deploy_gateway, gateway_state
+from .in_hub import load_in_hub, runs_in_hub
+from .instance import ADMIN, INSTANCES, READY_TIMEOUT_S, STATE, DeployError, Instance, utc_now
+from .records import ArtifactPin, McpServerEnv, MultiEnv, parse_env
+from .server_topology import deploy_server
+from .serving import guard_policy, stop_serving
+from .subprocesses import start_subprocess_child, stop_subprocesses
+from .sweep import kill_children, sweep_dead_hub
+
+log = logging.getLogger(__name__)
+
+
+class EnvManager:
+    """Deployed env instances of one hub. Every coroutine runs on the hub's loop."""
+
+    def __init__(self, store: Any, paths: Any, loop: asyncio.AbstractEventLoop | None = None,
+                 ready_timeout: float = READY_TIMEOUT_S, services: Any = None):
+        self.store = store
+        self.paths = paths
+        self.loop = loop
+        self.ready_timeout = ready_timeout
+        # The hub's RunServices, whose sandbox providers run image envs; without it (or a deploy's own
+        # `services`) the manager makes its own provider and closes it with itself.
+        self.containers = ContainerChildren(paths, services)
+        self.root = Path(paths.state_dir) / "envs"
+        self._live: dict[str, Instance] = {}
+        self.swept_at_start = sweep_dead_hub(self.store, self.root)
+
+    # -- reading ------------------------------------------------------------------------------
+    def instances(self, status: str | None = None) -> list[dict]:
+        from agentenv_local.query import Query
+
+        out = []
+        for rec in self.store.records.query(Query(INSTANCES)):
+            if status is None or rec["body"].get("status") == status:
+                out.append(rec["body"])
+        return out
+
+    def instance(self, instance_id: str) -> dict:
+        rec = self.store.records.find(INSTANCES, instance_id)
+        if rec is None:
+            raise NotFoundError(f"no env instance {instance_id!r}",
+                                hint="list them with `agentenv env instances`")
+        return rec["body"]
+
+    def _env_doc(self, env_id: str, version: int | None) -> tuple[dict, McpServerEnv | MultiEnv]:
+        doc = self.store.documents.find("envs", env_id, version)
+        if doc is None:
+            raise NotFoundError(f"env {env_id!r}" + (f" v{version}" if version else "") + " is not in the store",
+                                hint="store it with `agentenv env put FOLDER --id ID`, or run a bundle with envs/")
+        body = {k: v for k, v in doc["body"].items()}
+        files = body.pop("files", None)
+        if isinstance(body.get("type"), str) and body["type"] == "mcp_server" and "name" in body:
+            body.pop("name")
+        env = parse_env(body, f"env {env_id} v{doc['version']}")
+        if isinstance(env, McpServerEnv) and files:
+            env.files = ArtifactPin(**files)
+        return doc, env
+
+    # -- deploying ----------------------------------------------------------------------------
+    async def deploy(self, env_id: str | None = None, version: int | None = None, run_id: str | None = None,
+                     gateway_mode: str | None = None, resume: str | None = None,
+                     metadata: dict | None = None, *, sandbox_type: str | None = None, cpu: float | None = None,
+                     memory_mb: int | None = None, services: Any = None,
+                     control_plane_auth: bool | None = None) -> dict:
+        """Deploy `env_id` (or, with `resume=INSTANCE`, an instance a stopped hub left, with its saved
+        RBAC rules, triggers and clock) and return its record.
+
+        `sandbox_type`, `cpu` and `memory_mb` apply to image envs' containers (provider `podman` by
+        default); `services` (a run's RunServices) supplies the sandbox provider.
+        `control_plane_auth=False` (else the env record's `control_plane_auth`, default true) serves the
+        reference's open control plane instead of requiring the instance's admin token."""
+        saved_state = None
+        saved_token = None
+        if resume:
+            old = self.instance(resume)
+            if resume in self._live:
+                raise DeployError(f"env instance {resume} is running; nothing to resume")
+            env_id = env_id or old["env_id"]
+            version = version or old.get("env_version")
+            gateway_mode = gateway_mode or old.get("gateway_mode")
+            run_id = run_id or old.get("run_id")
+            state_rec = self.store.records.find(STATE, resume)
+            saved_state = state_rec["body"] if state_rec else None
+            if control_plane_auth is None and old.get("control_plane_auth") is not None:
+                control_plane_auth = bool(old["control_plane_auth"])
+            saved_token = self.admin_token(resume)
+            instance_id = resume
+        else:
+            instance_id = f"envi-{secrets.token_hex(6)}"
+        if not env_id:
+            raise ValidationError("give the env to deploy (its id)")
+        if gateway_mode not in (None, "performance", "consistent"):
+            raise ValidationError(f"gateway_mode must be 'performance' or 'consistent', got {gateway_mode!r}")
+        doc, env = self._env_doc(env_id, version)
+        folder = self.root / instance_id
+        inst = Instance(instance_id, {}, folder, run_id=run_id,
+                        options={"sandbox_type": sandbox_type, "cpu": cpu, "memory_mb": memory_mb,
+                                 "services": services})
+        if control_plane_auth is None:
+            control_plane_auth = env.control_plane_auth is not False
+        if control_plane_auth:  # kept apart from the instance record, which `env instances` lists
+            inst.admin_token = saved_token or secrets.token_urlsafe(32)
+            self.store.records.save(ADMIN, instance_id, {"token": inst.admin_token})
+        try:
+            return await self._deploy(inst, doc, env, gateway_mode, saved_state, metadata or {})
+        except BaseException:
+            await self._stop(inst)
+            raise
+
+    async def _deploy(self, inst: Instance, doc: dict, env: McpServerEnv | MultiEnv, gateway_mode: str | None,
+                      saved_state: dict | None, metadata: dict) -> dict:
+        from agentenv_local.gateway.children import ChildSpec
+
+        env_id = doc["id"]
+        if isinstance(env, MultiEnv):
+            servers = []
+            for ref in env.refs():
+                sdoc, senv = self._env_doc(ref.env, ref.version)
+                if not isinstance(senv, McpServerEnv):
+                    raise DeployError(f"env {env_id}: mcp_server_envs: {ref.env!r} is a {senv.type} env, "
+                                      "not an mcp_server env")
+                servers.append((sdoc, senv))
+            name = env.name or env_id.rsplit("/", 1)[-1]
+            mode = gateway_mode or env.gateway_mode
+            prefix_tools = env.prefix_tools
+        else:
+            servers = [(doc, env)]
+            name = env.environment_name or env_id.rsplit("/", 1)[-1]
+            mode = gateway_mode or "performance"
+            prefix_tools = False
+        children_info: list[dict] = []
+        specs = []
+        for sdoc, senv in servers:
+            child_name = senv.environment_name or sdoc["id"].rsplit("/", 1)[-1]
+            target, info = await self._child(inst, child_name, sdoc, senv)
+            # a server we started (a subprocess or a container) requires the admin token on its data plane;
+            # the gateway sends it
+            token = inst.admin_token if info.get("kind") in ("subprocess", "container") else None
+            specs.append(ChildSpec(child_name, target, token=token))
+            children_info.append(info)
+
+        if isinstance(env, McpServerEnv) and env.env_provider_type == "server":
+            record = await deploy_server(inst, doc, env, specs[0].target, children_info[0], name, metadata,
+                                         self._guard())
+            self._register(inst, record)
+            return dict(record)
+        instance_id = inst.instance_id
+        record = await deploy_gateway(inst, doc, name, specs, children_info, mode=mode, prefix_tools=prefix_tools,
+                                      saved_state=saved_state, metadata=metadata, store=self.store,
+                                      guard=self._guard(), ready_timeout=self.ready_timeout,
+                                      on_state_change=lambda gw: self._save_state(instance_id, gw))
+        self._register(inst, record)
+        self._save_state(instance_id, inst.gateway)
+        return dict(record)
+
+    def _register(self, inst: Instance, record: dict) -> None:
+        inst.record = record
+        self._live[inst.instance_id] = inst
+        self.store.records.save(INSTANCES, inst.instance_id, record)
+
+    async def _child(self, inst: Instance, child_name: str, sdoc: dict, senv: McpServerEnv) -> tuple[Any, dict]:
+        """Start one server of the instance: (the gateway's target for it, its entry in the record's children)."""
+        where = f"env {sdoc['id']}"
+        if senv.image:
+            return await self.containers.start(inst, child_name, where, senv, self.ready_timeout)
+        if senv.url:
+            return senv.url, {"name": child_name, "kind": "url", "url": senv.url}
+        folder = self._materialize(inst, child_name, senv)
+        if senv.module and runs_in_hub(senv, where):
+            return await load_in_hub(child_name, where, folder, senv, self.ready_timeout)
+        return await start_subprocess_child(inst, child_name, where, folder, senv, self.ready_timeout)
+
+    def _materialize(self, inst: Instance, child_name: str, senv: McpServerEnv) -> Path:
+        """The child's folder in the instance's, with the env version's pinned files written into it."""
+        from agentenv_local.artifacts import read_files
+
+        folder = inst.folder / child_name
+        folder.mkdir(parents=True, exist_ok=True)
+        if senv.files is not None:
+            adoc = self.store.documents.get("artifacts", senv.files.id, senv.files.version)
+            for rel, data in read_files(self.store, adoc).items():
+                path = (folder / rel).resolve()
+                if not str(path).startswith(str(folder.resolve())):
+                    raise DeployError(f"env file {rel!r} points outside the env's folder")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        return folder
+
+    def _guard(self) -> Any:
+        """The HTTP guard's policy for the servers this hub starts: the project's [security] settings."""
+        return guard_policy(self.paths.state_dir)
+
+    # -- a running instance's gateway ------------------------------------------------------------
+    def bind_role(self, instance_id: str, role: str) -> str:
+        """Bind `role` on a running instance to a new bearer token and return the token.
+
+        From then on a request can act as `role` only with `Authorization: Bearer <token>`; a bare
+        `AgentEnv-Role` header claiming it is refused. Only a digest of the token is saved.
+        """
+        from agentenv_local.gateway.rbac import RbacError
+
+        gateway = self._live_gateway(instance_id, "so no roles")
+        try:
+            token = gateway.access.bind_token(role)
+        except RbacError as exc:
+            raise DeployError(f"cannot bind role {role!r}: {exc}") from exc
+        self._save_state(instance_id, gateway)
+        return token
+
+    def admin_token(self, instance_id: str) -> str | None:
+        """The instance's control-plane credential (None: it serves the reference's open control plane, or it
+        is unknown). For the hub, the task's steps and `agentenv env instances ID --admin-token`; never logged."""
+        inst = self._live.get(instance_id)
+        if inst is not None:
+            return inst.admin_token
+        rec = self.store.records.find(ADMIN, instance_id)
+        token = rec["body"].get("token") if rec else None
+        return token if isinstance(token, str) and token else None
+
+    async def advance_clock(self, instance_id: str, seconds: float | str) -> dict:
+        """Move a running instance's frozen or stepped clock forward, then let its time triggers fire; the
+        clock's state (saved, like every change to it)."""
+        from agentenv_local.gateway.clock import ClockError
+
+        gateway = self._live_gateway(instance_id, "so no virtual clock")
+        try:
+            return {"instance_id": instance_id, **await gateway.advance_clock(seconds)}
+        except ClockError as exc:
+            raise DeployError(f"cannot advance the clock of {instance_id}: {exc}") from None
+
+    def _live_gateway(self, instance_id: str, so_what: str) -> Any:
+        """The gateway of a running instance, or a DeployError saying why there is none."""
+        inst = self._live.get(instance_id)
+        if inst is None:
+            raise DeployError(f"env instance {instance_id!r} is not running in this hub",
+                              hint="see the running ones with `agentenv env instances`")
+        if inst.gateway is None:
+            raise DeployError(f"env instance {instance_id!r} has no gateway (server topology), {so_what}",
+                              hint='deploy it with env_provider_type = "gateway" (the default)')
+        return inst.gateway
+
+    def _save_state(self, instance_id: str, gateway: Any) -> None:
+        try:
+            self.store.records.save(STATE, instance_id, gateway_state(gateway))
+        except Exception:
+            log.exception("env instance %s: could not save its gateway state", instance_id)
+
+    # -- teardown -----------------------------------------------------------------------------
+    async def _stop(self, inst: Instance) -> None:
+        await stop_serving(inst)
+        if inst.gateway is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(inst.gateway.aclose(), 10)
+        await stop_subprocesses(inst)
+        await remove_containers(inst)
+        shutil.rmtree(inst.folder, ignore_errors=True)
+        inside = str(inst.folder) + os.sep  # in-process envs put their folder on sys.path when loaded
+        sys.path[:] = [p for p in sys.path if not (p + os.sep).startswith(inside)]
+
+    async def teardown(self, instance_id: str, reason: str | None = None) -> dict:
+        """Stop an instance (its uvicorn server, gateway and subprocesses), remove its folder, record it
+        terminated. Tearing down one that already is answers its record."""
+        inst = self._live.pop(instance_id, None)
+        if inst is None:
+            body = self.instance(instance_id)
+            if body.get("status") == "running":  # recorded by this hub but not live: a leftover
+                await asyncio.get_running_loop().run_in_executor(None, kill_children, body)
+                shutil.rmtree(self.root / instance_id, ignore_errors=True)
+                body.update(status="terminated", terminated_at_utc=utc_now())
+                self.store.records.save(INSTANCES, instance_id, body)
+            return body
+        await self._stop(inst)
+        self._save_state(instance_id, inst.gateway)
+        body = {**inst.record, "status": "terminated", "terminated_at_utc": utc_now()}
+        if reason:
+            body["status_reason"] = reason
+        self.store.records.save(INSTANCES, instance_id, body)
+        return body
+
+    async def aclose(self, reason: str = "hub stopped") -> None:
+        for instance_id in list(self._live):
+            try:
+                await self.teardown(instance_id, reason=reason)
+            except Exception:
+                log.exception("env instance %s: teardown failed", instance_id)
+        await self.containers.aclose()
+
+    def close(self, timeout: float = 30) -> None:
+        """From another thread (the hub's close): tear down every live instance on the loop."""
+        if not (self._live or self.containers.has_own_providers()) or self.loop is None or not self.loop.is_running():
+            return
+        future = asyncio.run_coroutine_threadsafe(self.aclose(), self.loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout)
