@@ -8,8 +8,10 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
+from agentenv_local.hub.launch import Launcher
+
 from .clock import Clock, SystemClock
-from .data import EventPump, Launcher, Source
+from .data import EventPump, Source
 from .model import RunsModel
 
 

@@ -4,7 +4,7 @@
 runs). Its methods block (socket or HTTP calls), so the app calls them from worker threads.
 `EventPump` turns the hub's live event stream into batches (one message per `interval`), so a
 run emitting thousands of events a second costs a few repaints, not thousands.
-`Launcher` starts tasks, evals or bundles k times with at most `concurrency` runs in flight.
+`jobs_for` turns a task, eval or bundle into the runs to start (agentenv_local.hub.launch.Launcher starts them).
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import FINAL, LIVE
+from agentenv_local.hub.launch import Job
+from agentenv_local.hub.launch import submit as submit_job
+
+from .model import LIVE
 
 HTTP_TIMEOUT_S = 5.0
 
@@ -24,14 +26,6 @@ HTTP_TIMEOUT_S = 5.0
 class Stream(Protocol):
     def get(self, timeout: float | None = None) -> dict | None: ...
     def close(self) -> None: ...
-
-
-@dataclass
-class Job:
-    task_id: str
-    version: int | None = None
-    label: str = ""
-    group_id: str | None = None
 
 
 class Source(Protocol):
@@ -116,7 +110,7 @@ class HubSource:
         return self.session.call("runner.review", review_id=review_id, decision=decision)
 
     def submit(self, job: Job) -> dict:
-        return self.session.call("runner.submit", task_id=job.task_id, version=job.version, group_id=job.group_id)
+        return submit_job(self.session, job)
 
     def jobs_for(self, kind: str, target: str, k: int) -> list[Job]:
         """The runs to start: a bundle (its evals' tasks, else all its tasks, stored first), a stored task
@@ -289,49 +283,3 @@ class EventPump:
             self.stream.close()
         except Exception:  # already closed
             pass
-
-
-class Launcher:
-    """Starts jobs through a `Source`, at most `concurrency` in flight; `on_events` frees slots."""
-
-    def __init__(self, source: Source):
-        self.source = source
-        self.pending: list[Job] = []
-        self.in_flight: set[str] = set()
-        self.concurrency = 4
-        self.started: list[str] = []
-        self._lock = threading.Lock()
-
-    def launch(self, jobs: list[Job], concurrency: int) -> list[str]:
-        with self._lock:
-            self.concurrency = max(1, concurrency)
-            self.pending += jobs
-        return self._fill()
-
-    def on_events(self, events: list[dict]) -> bool:
-        """Free the slots of finished runs; True when there are jobs waiting for a slot."""
-        with self._lock:
-            for e in events:
-                if e.get("run_id") in self.in_flight and (
-                        e.get("kind") in ("run.finished", "run.interrupted")
-                        or ((e.get("body") or {}).get("status") in FINAL and e.get("kind", "").startswith("run."))):
-                    self.in_flight.discard(e["run_id"])
-            return bool(self.pending) and len(self.in_flight) < self.concurrency
-
-    def fill(self) -> list[str]:
-        return self._fill()
-
-    def _fill(self) -> list[str]:
-        started = []
-        while True:
-            with self._lock:
-                if not self.pending or len(self.in_flight) >= self.concurrency:
-                    break
-                job = self.pending.pop(0)
-            run = self.source.submit(job)
-            with self._lock:
-                if run.get("status") not in FINAL:
-                    self.in_flight.add(run["run_id"])
-                self.started.append(run["run_id"])
-            started.append(run["run_id"])
-        return started

@@ -14,17 +14,9 @@ from typing import Any
 
 import click
 
+from agentenv_local.hub.launch import Job, Launcher, SessionSubmitter
+
 from ._common import duration, score_text
-
-
-@dataclass
-class Job:
-    task_id: str
-    version: int | None = None
-    seed: dict | None = None
-    label: str = ""
-    group_id: str | None = None
-    overrides: dict | None = None  # per-run settings, e.g. {"sandbox": "process"}
 
 
 @dataclass
@@ -62,72 +54,70 @@ class Progress:
         click.echo("\r\033[K" + text, nl=False, err=True)
 
 
-def drive(session: Any, jobs: list[Job], concurrency: int = 4, keep: bool = False, verbose_steps: bool = True,
+def drive(session: Any, jobs: list[Job], concurrency: int = 4, verbose_steps: bool = True,
           resume_run_ids: list[str] | None = None, to_stderr: bool = False) -> list[dict]:
     """Run every job (or resume runs) and return their final run records, in job order.
 
     `to_stderr`: print the progress lines on stderr (for --json, whose stdout is only JSON).
     """
     stream = session.subscribe()
-    pending = list(enumerate(jobs))
+    launcher = Launcher(SessionSubmitter(session, attach=True), concurrency)
     order: dict[str, int] = {}
     labels: dict[str, str] = {}
-    in_flight: set[str] = set()
     finished: dict[str, dict] = {}
     progress = Progress(total_runs=len(jobs) + len(resume_run_ids or []), to_stderr=to_stderr)
     single = progress.total_runs == 1
 
-    def submit_next() -> None:
-        while pending and len(in_flight) < max(1, concurrency):
-            index, job = pending.pop(0)
-            run = session.call("runner.submit", task_id=job.task_id, version=job.version, seed=job.seed,
-                               group_id=job.group_id, keep=keep, overrides=job.overrides, attach=True)
-            order[run["run_id"]] = index
-            labels[run["run_id"]] = job.label or job.task_id
-            in_flight.add(run["run_id"])
-            progress.steps_total += run["total_steps"]
+    def start_waiting() -> None:
+        started = launcher.fill()
+        first = len(launcher.started) - len(started)
+        for index, run_id in enumerate(started, start=first):
+            order[run_id] = index
+            labels[run_id] = launcher.jobs[run_id].label or launcher.jobs[run_id].task_id
+            progress.steps_total += launcher.runs[run_id]["total_steps"]
 
     try:
         for i, run_id in enumerate(resume_run_ids or []):
             run = session.call("runner.resume", run_id=run_id, attach=True)
             order[run["run_id"]] = len(jobs) + i
             labels[run["run_id"]] = run.get("task_name") or run["task_id"]
-            in_flight.add(run["run_id"])
+            launcher.adopt(run["run_id"])
             progress.steps_total += run["total_steps"] - sum(
                 1 for s in (run.get("steps") or {}).values() if s.get("status") == "passed")
-        submit_next()
-        while in_flight:
+        launcher.pending += jobs
+        start_waiting()
+        while launcher.in_flight:
             event = stream.get(timeout=0.5)
             if event is None:
                 progress.render()
-                _catch_missed(session, in_flight, finished)
+                _catch_missed(session, launcher.in_flight, finished)
             elif event.get("kind") == "hub.gone":
                 raise click.ClickException("the hub stopped while runs were going; "
                                            "see `agentenv runs list` and resume with `agentenv runs resume RUN`")
-            elif event.get("run_id") in in_flight:
+            elif event.get("run_id") in launcher.in_flight:
                 _on_event(session, event, labels, progress, single and verbose_steps)
                 if event["kind"] == "run.finished":
                     run_id = event["run_id"]
                     finished[run_id] = session.store.runs.get(run_id)
-            for run_id in [r for r in in_flight if r in finished]:
-                in_flight.discard(run_id)
+            done = [r for r in launcher.in_flight if r in finished]
+            launcher.finished(done)
+            for run_id in done:
                 progress.runs_done += 1
-                run = finished[run_id]
-                progress.line(_summary_line(labels[run_id], run))
-            submit_next()
+                progress.line(_summary_line(labels[run_id], finished[run_id]))
+            start_waiting()
             progress.render()
     except KeyboardInterrupt:
         progress.clear()
         click.echo("Cancelling...", err=True)
-        for run_id in in_flight:
+        for run_id in list(launcher.in_flight):
             try:
                 session.call("runner.cancel", run_id=run_id)
             except Exception:
                 pass
         deadline = time.monotonic() + 10
-        while in_flight and time.monotonic() < deadline:
-            _catch_missed(session, in_flight, finished)
-            in_flight -= set(finished)
+        while launcher.in_flight and time.monotonic() < deadline:
+            _catch_missed(session, launcher.in_flight, finished)
+            launcher.finished(list(finished))
             time.sleep(0.05)
         raise
     finally:

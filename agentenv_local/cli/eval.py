@@ -111,7 +111,9 @@ def run_eval(eval_id, version, k, concurrency, as_json):
     """Run every task of an eval --k times; prints each run's result and the pass rate."""
     import secrets
 
-    from ._drive import Job, drive, exit_code
+    from agentenv_local.hub.launch import Job
+
+    from ._drive import drive, exit_code
 
     with session() as s:
         doc = s.store.documents.get("evals", eval_id, version)

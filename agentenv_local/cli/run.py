@@ -33,10 +33,12 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
         return _list_bundles(as_json)
     from agentenv_local.bundles import find_bundle, load_bundle, materialize
     from agentenv_local.errors import ValidationError
+    from agentenv_local.hub.launch import Job
+    from agentenv_local.tasks.options import RunOptions
     from agentenv_local.tasks.seeds import read_seeds_csv, unused_columns_note
 
     from ._common import echo_json, session
-    from ._drive import Job, drive, exit_code
+    from ._drive import drive, exit_code
 
     folder, package = find_bundle(bundle)
     loaded = load_bundle(folder, package, follow_external_links=follow_external_links)
@@ -45,7 +47,7 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
         raise ValidationError(f"bundle {folder} has no tasks to run; nothing was written",
                               hint="add a task as tasks/<name>.json (a JSON list of steps)")
     seed_rows = read_seeds_csv(seeds) if seeds else [None]
-    overrides = {k: v for k, v in (("sandbox", sandbox), ("agent", agent)) if v} or None
+    options = RunOptions(sandbox=sandbox or None, agent=agent or None, keep=keep)
     if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
         click.echo(note, err=True)
     with session() as s:
@@ -69,14 +71,14 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
             task_id, version = result.task_versions[task_name]
             for seed in seed_rows:
                 for _ in range(k):
-                    jobs.append(Job(task_id, version, seed, label=f"tasks/{task_name}.json", overrides=overrides))
+                    jobs.append(Job(task_id, version, seed, label=f"tasks/{task_name}.json", options=options))
         if dry_run:
             for task_name in selected:
                 click.echo(f"Would run: tasks/{task_name}.json v{result.task_versions[task_name][1]}"
                            + (f" x{len(seed_rows) * k}" if len(seed_rows) * k > 1 else ""))
             return 0
         n = concurrency or int(s.config.get("runner.concurrency") or 4)
-        runs = drive(s, jobs, concurrency=n, keep=keep, verbose_steps=len(jobs) == 1, to_stderr=as_json)
+        runs = drive(s, jobs, concurrency=n, verbose_steps=len(jobs) == 1, to_stderr=as_json)
         if as_json:
             echo_json(runs)
         else:

@@ -124,9 +124,11 @@ def validate(file, task_id, version):
 @click.option("--json", "as_json", is_flag=True, help="Print the finished runs as JSON.")
 def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):
     """Run a stored task --k times; exit 0 only if every run passed."""
+    from agentenv_local.hub.launch import Job
+    from agentenv_local.tasks.options import RunOptions
     from agentenv_local.tasks.seeds import read_seeds_csv, unused_columns_note
 
-    from ._drive import Job, drive, exit_code
+    from ._drive import drive, exit_code
     from .run import _print_summary
 
     rows = read_seeds_csv(seeds) if seeds else [None]
@@ -136,10 +138,10 @@ def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):
             raise malformed(doc, "task", "steps")
         if seeds and (note := unused_columns_note(rows, [doc["body"]["steps"]])):
             click.echo(note, err=True)
-        jobs = [Job(task_id, doc["version"], seed, label=task_id, overrides={"sandbox": sandbox} if sandbox else None)
-                for seed in rows for _ in range(k)]
+        options = RunOptions(sandbox=sandbox or None, keep=keep)
+        jobs = [Job(task_id, doc["version"], seed, label=task_id, options=options) for seed in rows for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
-                        keep=keep, verbose_steps=len(jobs) == 1, to_stderr=as_json)
+                        verbose_steps=len(jobs) == 1, to_stderr=as_json)
     if as_json:
         echo_json(results)
     else:

@@ -18,15 +18,14 @@ from typing import Any
 from agentenv_local import __version__
 from agentenv_local.errors import AgentenvError, HubError
 from agentenv_local.paths import ProjectPaths
+from agentenv_local.tasks.options import RunOptions
 
 from . import wire
 from .lock import HubLock
 
 log = logging.getLogger(__name__)
 
-STORE_NAMESPACES = ("documents", "records", "runs", "events", "objects")
-# Store methods a client may call: everything public except what only the hub should do.
-_PRIVATE_STORE_METHODS = {"close", "subscribe", "mark_interrupted"}
+STORE_NAMESPACES = tuple(wire.STORE_METHODS)
 
 
 class Hub:
@@ -186,12 +185,12 @@ class Hub:
         args, kwargs = list(args or []), dict(kwargs or {})
         namespace, _, name = method.partition(".")
         if namespace in STORE_NAMESPACES:
-            if name.startswith("_") or name in _PRIVATE_STORE_METHODS:
-                raise HubError(f"{method} is not callable through the hub")
-            target = getattr(getattr(self.store, namespace), name, None)
-            if not callable(target):
+            store = getattr(self.store, namespace)
+            if name not in wire.STORE_METHODS[namespace]:
+                if name.startswith("_") or hasattr(store, name):
+                    raise HubError(f"{method} is not callable through the hub")
                 raise HubError(f"unknown hub method {method!r}")
-            return target(*args, **kwargs)
+            return getattr(store, name)(*args, **kwargs)
         handler = self._ops().get(method)
         if handler is None:
             raise HubError(f"unknown hub method {method!r}")
@@ -246,9 +245,11 @@ class Hub:
         return True
 
     def _op_submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
-                   group_id: str | None = None, keep: bool = False, overrides: dict | None = None,
+                   group_id: str | None = None, options: RunOptions | dict | None = None,
                    attach: bool = False, conn_id=None) -> dict:
-        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, keep, overrides=overrides))
+        """Start a run; `options` is a RunOptions (a dict of its fields over the socket)."""
+        run_options = RunOptions.from_wire(options)
+        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, run_options))
         if attach:
             self._op_attach([run["run_id"]], conn_id=conn_id)
         return run

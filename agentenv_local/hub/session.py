@@ -286,18 +286,21 @@ def _unresponsive(state_dir: Path, pid: int | None, method: str = "", stopped: b
 
 
 class _StoreProxy:
+    """One sub-store of the hub's, over the socket: its methods listed in wire.STORE_METHODS."""
+
     def __init__(self, session: "RemoteSession", namespace: str):
         self._session, self._namespace = session, namespace
+        self._methods = wire.STORE_METHODS[namespace]
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
+        if name.startswith("_") or name not in self._methods:
+            raise AttributeError(f"the hub's {self._namespace} store has no method {name!r} a client may call")
         return lambda *args, **kwargs: self._session.call(f"{self._namespace}.{name}", *args, **kwargs)
 
 
 class _RemoteStore:
     def __init__(self, session: "RemoteSession"):
-        for namespace in ("documents", "records", "runs", "events", "objects"):
+        for namespace in wire.STORE_METHODS:
             setattr(self, namespace, _StoreProxy(session, namespace))
 
 

@@ -3,7 +3,10 @@
 Request  {"id": n, "method": "documents.put", "args": [...], "kwargs": {...}}
 Response {"id": n, "result": ...} or {"id": n, "error": {"type", "message", "hint", "problems"}}
 Stream   {"event": {...}} lines after an `events.subscribe` request.
-Bytes travel as {"__b64__": "..."}; Query objects as their wire dicts.
+Bytes travel as {"__b64__": "..."}; Query objects and RunOptions as their wire dicts.
+
+The methods a client may call: the hub's own (`hub.*`, `runner.*`, `envs.*`, `agents.*`: Hub._ops) and,
+on the store, exactly the ones listed in STORE_METHODS.
 """
 
 from __future__ import annotations
@@ -11,6 +14,17 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+
+# The store's methods a client may call through the hub, by sub-store (stores/: DocumentStore,
+# RecordStore, RunStore, EventLog, ObjectStore). What only the hub does (close, subscribe,
+# mark_interrupted) is not here.
+STORE_METHODS: dict[str, frozenset[str]] = {
+    "documents": frozenset({"find", "get", "latest_version", "put", "query", "versions"}),
+    "records": frozenset({"delete", "find", "get", "query", "save"}),
+    "runs": frozenset({"create", "find", "get", "journal", "journal_append", "list", "resolve", "update"}),
+    "events": frozenset({"append", "append_many", "flush", "query"}),
+    "objects": frozenset({"blob_path", "exists", "get", "list", "metadata", "put"}),
+}
 
 
 def _default(value: Any) -> Any:

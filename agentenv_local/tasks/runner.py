@@ -21,6 +21,7 @@ from agentenv_local.errors import AgentenvError, NotFoundError, StoreError, Vali
 from .context import StepContext, new_state
 from .model import Task, parse_task
 from .model import ancestors as _ancestors
+from .options import RunOptions
 from .resume import forget as forget_lost
 from .resume import plan as resume_plan
 from .seeds import apply_seed
@@ -86,20 +87,22 @@ class Runner:
         return parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}", version=doc["version"])
 
     def submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
-               group_id: str | None = None, keep: bool = False, labels: dict | None = None,
-               overrides: dict | None = None) -> dict:
+               group_id: str | None = None, options: RunOptions | None = None,
+               labels: dict | None = None) -> dict:
         """Create a queued run and schedule it; returns the run record. Call on the loop thread."""
+        options = options or RunOptions()
+        keep, overrides = options.keep, options.overrides()
         task = self.load_task(task_id, version, seed)
-        self._config_preflight(task, task_id, overrides or {})
+        self._config_preflight(task, task_id, overrides)
         run_id = new_run_id(task_id)
         state = new_state(seed)
-        state["metadata"].update({"task_id": task_id, "run_group_id": group_id, "user_overrides": overrides or {}})
+        state["metadata"].update({"task_id": task_id, "run_group_id": group_id, "user_overrides": overrides})
         run = self.store.runs.create({
             "run_id": run_id, "task_id": task_id, "task_version": task.version, "group_id": group_id,
             "status": "queued", "owner": self.owner, "task_name": task_id.rsplit("/", 1)[-1],
             "total_steps": len(task.steps), "seed": seed or {}, "labels": labels or {}, "generation": 0,
             "steps": {s.id: {"status": "waiting", "type": s.type} for s in task.steps},
-            "levels": task.levels(), "edges": task.edges, "keep": keep, "overrides": overrides or {},
+            "levels": task.levels(), "edges": task.edges, "keep": keep, "overrides": overrides,
         })
         self.store.runs.journal_append(run_id, "__seed__", "seed", {"state": state}, 0)
         self.store.events.append("run.queued", {"task_id": task_id, "task_version": task.version,

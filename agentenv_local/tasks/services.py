@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentenv_local.errors import ConfigError
 from agentenv_local.paths import ProjectPaths
@@ -14,12 +14,44 @@ from agentenv_local.plugins import registry
 log = logging.getLogger(__name__)
 
 
+class Store(Protocol):
+    """The hub's store (stores.database.DuckDBStore, found through the `stores` entry points): its sub-stores."""
+
+    documents: Any
+    records: Any
+    runs: Any
+    events: Any
+    objects: Any
+
+
+class Config(Protocol):
+    """The resolved configuration (agentenv_local.config.Config)."""
+
+    def get(self, path: str, default: Any = None) -> Any: ...
+
+
+class EnvInstances(Protocol):
+    """The hub's deployed env instances (hosting.envs.manager.EnvManager), as the env steps use them."""
+
+    def instance(self, instance_id: str) -> dict: ...
+
+    def admin_token(self, instance_id: str) -> str | None: ...
+
+    async def deploy(self, env_id: str | None = None, version: int | None = None, run_id: str | None = None,
+                     gateway_mode: str | None = None, resume: str | None = None,
+                     metadata: dict | None = None, *, sandbox_type: str | None = None, cpu: float | None = None,
+                     memory_mb: int | None = None, services: Any = None,
+                     control_plane_auth: bool | None = None) -> dict: ...
+
+    async def teardown(self, instance_id: str, reason: str | None = None) -> dict: ...
+
+
 @dataclass
 class RunServices:
-    store: Any  # stores.database.DuckDBStore (or anything with the same sub-stores)
-    config: Any  # agentenv_local.config.Config
+    store: Store
+    config: Config
     paths: ProjectPaths
-    envs: Any = None  # environments.deploy.EnvManager: the hub's deployed env instances
+    envs: EnvInstances | None = None  # None outside a hub (step tests): env steps say they need one
     _providers: dict[str, Any] = field(default_factory=dict)
     _review_waiters: dict[str, asyncio.Event] = field(default_factory=dict)
     _probed: dict[str, str | None] = field(default_factory=dict)

@@ -11,7 +11,7 @@ import json
 import queue
 from pathlib import Path
 
-from tui.data import Job
+from agentenv_local.hub.launch import Job
 
 T0 = 1_800_000_000.0
 DATA = json.loads((Path(__file__).parent / "data" / "office_run.json").read_text())

@@ -240,8 +240,11 @@ class InProcessHub:
         self.store.documents.put("tasks", task_id, {"steps": steps})
         return task_id
 
-    def submit(self, task_id: str, **kwargs: Any) -> str:
-        return self.session.call("runner.submit", task_id=task_id, **kwargs)["run_id"]
+    def submit(self, task_id: str, keep: bool = False, **kwargs: Any) -> str:
+        """Start a run of a stored task; `keep` and the other `RunOptions` fields go in its options."""
+        from agentenv_local.tasks.options import RunOptions
+
+        return self.session.call("runner.submit", task_id=task_id, options=RunOptions(keep=keep), **kwargs)["run_id"]
 
     def wait(self, run_id: str, timeout: float = 60, statuses: tuple[str, ...] = FINAL) -> dict:
         return wait_until(lambda: (r := self.store.runs.get(run_id)) and r["status"] in statuses and r,
