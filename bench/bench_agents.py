@@ -64,7 +64,7 @@ async def bare_post_p50(url: str, rounds: int) -> float:
 
 
 async def in_hub(rounds: int) -> float:
-    from agentenv_local.agents.hosting import resolve_spec, serve_in_hub
+    from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub
 
     hosted = await serve_in_hub(resolve_spec("scripted"), {})
     try:
@@ -79,7 +79,7 @@ async def subprocess_agent(rounds: int) -> tuple[float, float]:
     import httpx2
 
     from agentenv_local.agents.client import A2AClient
-    from agentenv_local.agents.hosting import resolve_spec, spawn
+    from agentenv_local.hosting.agents.hosted import resolve_spec, spawn
 
     hosted = await spawn(resolve_spec("scripted"), {})
     body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "none"}}

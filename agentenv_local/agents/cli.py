@@ -20,7 +20,7 @@ from .base import Agent
 
 
 def _builtins() -> dict[str, str]:
-    from .hosting import BUILTIN
+    from .builtin import BUILTIN
 
     return BUILTIN
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentenv_local.errors import NotFoundError, ValidationError
 
-from .hosting import BUILTIN
+from .builtin import BUILTIN
 
 COLLECTION = "agents"
 BUILTIN_DESCRIPTIONS = {

@@ -147,7 +147,7 @@ def validate(agent, version, config_json, prompt, timeout, as_json):
     """
     from agentenv_local.agents import registry
     from agentenv_local.agents.conformance import run_checks, summarize
-    from agentenv_local.agents.hosting import resolve_spec, serve_in_hub
+    from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub
 
     config = _json_option(config_json, "--config")
 

@@ -67,7 +67,7 @@ class Hub:
         # Instances a dead hub left running are marked terminated and their processes killed here.
         self.envs = EnvManager(self.store, paths, self.loop, services=self.services)
         self.services.envs = self.envs
-        from agentenv_local.agents.instances import AgentInstances
+        from agentenv_local.hosting.agents.instances import AgentInstances
 
         self.agents = AgentInstances(self.store, paths)  # `agentenv agent deploy`: agents that stay up
         self.runner = Runner(self.services, self.session_id, self.loop)

@@ -138,7 +138,7 @@ class DeployAgentStep(Step):
     async def execute(self, ctx: "StepContext") -> None:
         from agentenv_local.agents import registry
         from agentenv_local.agents.client import A2AClient
-        from agentenv_local.agents.hosting import resolve_spec, serve_in_hub, spawn
+        from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub, spawn
 
         for record in ctx.state.get("deployed_agents", []):
             if record.get("agent_name") == self.agent_name and not record.get("torn_down"):
@@ -217,7 +217,7 @@ class DeployAgentStep(Step):
     async def _start_container(self, ctx: "StepContext", stored: dict, instance_id: str) -> Any:
         """The agent in a Podman container: the image's own A2A server (A2A_PORT), or for built-in and
         module agents `python -m agentenv_local.agents SPEC` in the env runtime image."""
-        from agentenv_local.agents.hosting import ContainerAgent
+        from agentenv_local.hosting.agents.hosted import ContainerAgent
         from agentenv_local.sandbox_api import SandboxSpec
 
         provider = ctx.sandbox_provider(self.sandbox_type or "podman")

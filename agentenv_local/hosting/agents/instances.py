@@ -13,10 +13,10 @@ import time
 import uuid
 from typing import Any
 
+from agentenv_local.agents import registry
 from agentenv_local.errors import AgentenvError, NotFoundError
 
-from . import registry
-from .hosting import HostedAgent, resolve_spec, serve_in_hub, spawn
+from .hosted import HostedAgent, resolve_spec, serve_in_hub, spawn
 
 COLLECTION = "agent_instances"
 
@@ -48,7 +48,7 @@ class AgentInstances:
 
     async def deploy(self, agent_id: str, version: int | None = None, *, runtime: str = "in_hub",
                      config: dict | None = None) -> dict:
-        from .client import A2AClient
+        from agentenv_local.agents.client import A2AClient
 
         spec = registry.resolve(self.store, agent_id, version)
         instance_id = f"agent-{uuid.uuid4().hex[:12]}"

@@ -1,10 +1,12 @@
-"""Running agents for a run: in the hub (an ASGI app on the hub's loop), as a subprocess, or at a URL
-someone else serves (a human's endpoint, an agent already running).
+"""Running agents for a run: in the hub (an ASGI app on the hub's loop), as a subprocess, in a sandbox
+container, or at a URL someone else serves (a human's endpoint, an agent already running).
 
-`AgentHost.start(spec)` returns a `HostedAgent` with its A2A base URL; `stop()` ends it. Built-in agents
-(`scripted`, `tool-loop`) and Python agents (`file.py[:Class]`, `pkg.mod:Class`) run in the hub by
-default, which costs no process and no HTTP hop to start; `runtime = "subprocess"` runs them as
-`python -m agentenv_local.agents SPEC --port 0` instead (the same code, its own process).
+`serve_in_hub(spec, config)` and `spawn(spec, config)` return a `HostedAgent` with its A2A base URL; `stop()`
+ends it (`ContainerAgent` is one whose sandbox the `deploy_agent` step created). Built-in agents
+(`scripted`, `tool-loop`, `human`: agentenv_local.agents.builtin) and Python agents (`file.py[:Class]`,
+`pkg.mod:Class`) run in the hub by default, which costs no process and no HTTP hop to start;
+`runtime = "subprocess"` runs them as `python -m agentenv_local.agents SPEC --port 0` instead (the same code,
+its own process).
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv_local.agents.builtin import BUILTIN
 from agentenv_local.errors import AgentenvError
 from agentenv_local.procs import announced_url
 
-BUILTIN = {"scripted": "agentenv_local.agents.scripted:ScriptedAgent",
-           "human": "agentenv_local.agents.human:HumanAgent",
-           "tool-loop": "agentenv_local.agents.tool_loop:ToolLoopAgent"}
 READY_TIMEOUT_S = 60.0
 
 
@@ -75,9 +75,8 @@ def resolve_spec(spec: str, base_dir: Path | None = None) -> str:
 async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
     import uvicorn
 
+    from agentenv_local.agents.cli import load_agent
     from agentenv_local.env.serve import bind_socket
-
-    from .cli import load_agent
 
     try:
         agent = load_agent(spec, **config)
