@@ -8,7 +8,7 @@
     reply.stop_reason, reply.message.tool_calls, reply.usage
 
 Every failure is a `ModelError` (retries with backoff on 429/5xx/connection errors first); API keys
-never appear in errors, logs or reprs. `agentenv_local.models.fake_server.FakeModelServer` speaks both
+never appear in errors, logs or reprs. `agentenv_local.testing.fake_models.FakeModelServer` speaks both
 APIs over real HTTP for tests and offline examples. See docs/models.md.
 """
 

@@ -47,7 +47,7 @@ def test_offline_with_the_scripted_solver(project):
 
 
 def test_the_same_bundle_with_the_tool_loop_agent_and_a_model(project):
-    from agentenv_local.models.fake_server import FakeModelServer, Reply
+    from agentenv_local.testing.fake_models import FakeModelServer, Reply
 
     send = {"to": "maria.lopez@acmelogistics.example", "subject": "", "in_reply_to": "e-02",
             "body": "Hi Maria, the 8% discount on a 3-year term is approved. Best, Alex"}
@@ -89,7 +89,7 @@ def test_tool_loop_without_a_model_is_refused_before_anything_deploys(project):
 
 
 def test_a_model_endpoint_that_fails_is_a_clear_failure_not_a_hang(project):
-    from agentenv_local.models.fake_server import FakeModelServer, Reply
+    from agentenv_local.testing.fake_models import FakeModelServer, Reply
 
     with FakeModelServer(api_key="sk-test-support", script=[Reply.error(500, "the model fell over")] * 20) as server:
         state = project / ".agentenv"

@@ -9,7 +9,7 @@ from agents_testkit import ECHO, run, serving_agent, serving_app
 
 from agentenv_local.agents.client import A2AClient
 from agentenv_local.agents.tool_loop import ToolLoopAgent
-from agentenv_local.models.fake_server import FakeModelServer, Reply
+from agentenv_local.testing.fake_models import FakeModelServer, Reply
 
 KEY = "sk-test-5e5e5e5e-very-secret"
 APIS = ["openai", "anthropic"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentenv_local.models import AnthropicMessagesProvider, OpenAIChatProvider
-from agentenv_local.models.fake_server import FakeModelServer, RuleResponder
+from agentenv_local.testing.fake_models import FakeModelServer, RuleResponder
 
 KEY = "sk-test-9f8e7d6c5b4a-SECRET"
 APIS = {"openai": OpenAIChatProvider, "anthropic": AnthropicMessagesProvider}

@@ -7,7 +7,7 @@ import json
 import httpx2
 import pytest
 
-from agentenv_local.models.fake_server import (
+from agentenv_local.testing.fake_models import (
     FakeModelServer,
     RecordedRequest,
     Reply,

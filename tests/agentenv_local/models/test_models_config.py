@@ -16,7 +16,7 @@ from agentenv_local.models import (
     resolve_endpoint,
     resolve_model,
 )
-from agentenv_local.models.fake_server import FakeModelServer
+from agentenv_local.testing.fake_models import FakeModelServer
 
 KEY = "sk-from-the-secret-store-4242"
 JUDGE_KEY = "ant-judge-key-0099"

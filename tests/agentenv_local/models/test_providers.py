@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agentenv_local.models import Message, ModelError, ToolCall, ToolSpec
-from agentenv_local.models.fake_server import Reply, RuleResponder
+from agentenv_local.testing.fake_models import Reply, RuleResponder
 
 SEARCH = ToolSpec(name="search", description="Search the docs.",
                   input_schema={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})

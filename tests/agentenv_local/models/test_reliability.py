@@ -9,7 +9,7 @@ import pytest
 from agentenv_local.env.serve import bind_socket
 from agentenv_local.errors import AgentenvError
 from agentenv_local.models import Message, ModelError
-from agentenv_local.models.fake_server import Reply
+from agentenv_local.testing.fake_models import Reply
 
 HI = [Message.user("hi")]
 

@@ -9,7 +9,7 @@ import pytest
 
 from agentenv_local.env.serve import bind_socket
 from agentenv_local.models import Message, ModelError, ToolSpec
-from agentenv_local.models.fake_server import Reply
+from agentenv_local.testing.fake_models import Reply
 
 SECRET = "sk-live-NEVER-SHOW-THIS-8c1d2e"
 HEADER_SECRET = "hdr-value-NEVER-SHOW-77aa"

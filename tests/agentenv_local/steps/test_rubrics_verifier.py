@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentenv_local.errors import StepError
-from agentenv_local.models.fake_server import FakeModelServer, Reply
 from agentenv_local.steps.rubrics import truncate_events
+from agentenv_local.testing.fake_models import FakeModelServer, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 from agents_testkit import serving_agent
