@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway_support import hub_instances  # bench/ is on the path when run as a script
+from gateway_support import hub_instances  # noqa: E402 - bench/ is put on the path above when run as a script
 
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 REF_VENV = Path(os.environ.get("AGENTENV_REF_SERVER_VENV") or "/tmp/agentenv-bench-ref")

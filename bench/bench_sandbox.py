@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agentenv_local.sandbox_api import SandboxSpec
-from sandboxes.podman import PodmanSandboxProvider
-from sandboxes.podman.engine import podman_binary, podman_env
+# after the path set-up above (this runs as a script, from a clone)
+from agentenv_local.sandbox_api import SandboxSpec  # noqa: E402
+from sandboxes.podman import PodmanSandboxProvider  # noqa: E402
+from sandboxes.podman.engine import podman_binary, podman_env  # noqa: E402
 
 SPEC = SandboxSpec(name="bench", memory_mb=512)
 

@@ -194,7 +194,8 @@ def main() -> None:
     print(f"input latency, no load   p50 {statistics.median(idle):6.1f} ms  p95 {_pct(idle, .95):6.1f} ms  "
           f"max {max(idle):6.1f} ms")
     print(f"input latency, at load   p50 {statistics.median(load):6.1f} ms  p95 {_pct(load, .95):6.1f} ms  "
-          f"max {max(load):6.1f} ms   (target < 100 ms; ratio p50 {statistics.median(load) / statistics.median(idle):.1f}x)")
+          f"max {max(load):6.1f} ms   "
+          f"(target < 100 ms; ratio p50 {statistics.median(load) / statistics.median(idle):.1f}x)")
     print(f"tool-call rows kept      {result['tool_rows']}")
 
 

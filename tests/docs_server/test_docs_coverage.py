@@ -9,7 +9,7 @@ line, backticks ignored) or inside backticks (`` `name` ``, or a code span that 
 | every built-in step type (the `agentenv_local.task_steps` entry points of this distribution) | a heading in tasks/steps.md that starts with the type |
 | every config key (each leaf and table of `agentenv_local.config.schema`) | `` `section.key` `` in configuration.md, and each section as a heading (`` ### `[runner]` ``) |
 | every plugin entry-point group (in pyproject.toml, and `agentenv_local.plugins.GROUPS`) | `` `agentenv_local.<group>` `` in plugins.md |
-"""
+"""  # noqa: E501 - a Markdown table: its rows cannot wrap
 
 from __future__ import annotations
 

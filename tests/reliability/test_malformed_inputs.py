@@ -156,7 +156,8 @@ def task_json_variants() -> list[tuple[str, bytes, tuple]]:
         for key in ("cpu", "memory_mb"):
             out.append((f"{key} = {literal.decode()}", text.replace(f'"{key}": '.encode() + (b"1.0" if key == "cpu"
                         else b"512"), f'"{key}": '.encode() + literal), (f"field '{key}'",)))
-        out.append((f"max_retries = {literal.decode()}", text.replace(b'"max_retries": 1', b'"max_retries": ' + literal),
+        out.append((f"max_retries = {literal.decode()}",
+                    text.replace(b'"max_retries": 1', b'"max_retries": ' + literal),
                     ("field 'retry_config",)))
     middle = text.index(b"greeting")
     for name, data in (("invalid byte first", b"\xff" + text), ("invalid byte in a string", text[:middle] + b"\xfe"
@@ -374,7 +375,8 @@ def build_cases() -> list[Case]:
         cases.append(Case("config.toml (config show)", name, ["config", "show"], config=data,
                           expect=("config.toml", *expect)))
     for name, data, expect in config_variants()[::12]:  # every command refuses a bad config, not only `config`
-        cases.append(Case("config.toml (task list)", name, ["task", "list"], config=data, expect=("config.toml", *expect)))
+        cases.append(Case("config.toml (task list)", name, ["task", "list"], config=data,
+                          expect=("config.toml", *expect)))
     for name, env, expect in env_var_variants():
         cases.append(Case("AGENTENV_* variables (config show)", name, ["config", "show"], env=env, expect=expect))
     cases += config_file_cases()
@@ -435,15 +437,16 @@ def config_file_cases() -> list[Case]:
              expect=("AGENTENV_CONFIG", "directory")),
         Case(area, "AGENTENV_CONFIG=missing", ["config", "show"], env={"AGENTENV_CONFIG": "{dir}/nope.toml"},
              expect=("nope.toml", "missing")),
-        Case(area, "AGENTENV_CONFIG=a FIFO", ["config", "show"], {"f.toml": FIFO}, env={"AGENTENV_CONFIG": "{dir}/f.toml"},
-             expect=("f.toml", "FIFO")),
+        Case(area, "AGENTENV_CONFIG=a FIFO", ["config", "show"], {"f.toml": FIFO},
+             env={"AGENTENV_CONFIG": "{dir}/f.toml"}, expect=("f.toml", "FIFO")),
         Case(area, "AGENTENV_CONFIG=2 MB", ["config", "show"], {"big.toml": b"#" * (2 << 20)},
              env={"AGENTENV_CONFIG": "{dir}/big.toml"}, expect=("big.toml", "limit")),
         Case(area, "AGENTENV_CONFIG=bad TOML", ["task", "list"], {"c.toml": b"[hub]\nlinger_s = inf\n"},
              env={"AGENTENV_CONFIG": "{dir}/c.toml"}, expect=("c.toml", "'hub.linger_s'", "inf")),
         Case(area, "config.toml is a folder", ["config", "show"], config=DIR, expect=("config.toml", "directory")),
         Case(area, "config.toml is a FIFO", ["config", "show"], config=FIFO, expect=("config.toml", "FIFO")),
-        Case(area, "config.toml over 1 MB", ["config", "show"], config=b"#" * (2 << 20), expect=("config.toml", "limit")),
+        Case(area, "config.toml over 1 MB", ["config", "show"], config=b"#" * (2 << 20),
+             expect=("config.toml", "limit")),
         Case(area, "config.toml not UTF-8", ["task", "list"], config=b"[hub]\nlinger_s = 1 # \xff\n",
              expect=("config.toml", "not UTF-8")),
     ]

@@ -86,7 +86,8 @@ def test_a_failing_migration_is_rolled_back_and_not_recorded(tmp_path, monkeypat
         assert "half_done" not in tables(con)
         assert 99 not in [n for n, _, _ in recorded(con)]
         # fixed, it applies on the next open
-        monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, (99, "fixed", lambda c: c.execute("CREATE TABLE half_done (x INTEGER)"))])
+        monkeypatch.setattr(migrations, "MIGRATIONS",
+                            [*MIGRATIONS, (99, "fixed", lambda c: c.execute("CREATE TABLE half_done (x INTEGER)"))])
         assert apply_migrations(con) == [99]
         assert "half_done" in tables(con)
     finally:

@@ -20,7 +20,8 @@ def test_put_records_sha256_size_and_content_type(store):
     assert meta["content_type"] == "text/plain"
     stored = store.objects.metadata("artifacts/file/a/1/hello.txt")
     assert {k: stored[k] for k in ("key", "sha256", "size", "content_type")} == {
-        "key": "artifacts/file/a/1/hello.txt", "sha256": meta["sha256"], "size": len(data), "content_type": "text/plain"}
+        "key": "artifacts/file/a/1/hello.txt", "sha256": meta["sha256"], "size": len(data),
+        "content_type": "text/plain"}
     assert store.objects.get("artifacts/file/a/1/hello.txt") == data
     assert store.objects.exists("artifacts/file/a/1/hello.txt")
     assert not store.objects.exists("artifacts/file/a/1/other.txt")

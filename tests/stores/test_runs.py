@@ -10,7 +10,8 @@ from stores.query import Query
 
 
 def new_run(run_id: str, task_id: str = "hello", status: str = "queued", created_at: float = 1000.0, **extra) -> dict:
-    return {"run_id": run_id, "task_id": task_id, "task_version": 1, "status": status, "created_at": created_at, **extra}
+    return {"run_id": run_id, "task_id": task_id, "task_version": 1, "status": status, "created_at": created_at,
+            **extra}
 
 
 def test_create_sets_rev_1_and_keeps_extra_fields_in_the_body(store):
@@ -90,7 +91,8 @@ def test_list_filters_by_status_and_task(history):
     assert run_ids(history.list(Query("runs").where("task_id", "eq", "hello"))) == ["hello-c", "hello-b", "hello-a"]
     q = Query("runs").where("task_id", "eq", "hello").where("status", "in", ["failed", "running"])
     assert run_ids(history.list(q)) == ["hello-c", "hello-b"]
-    assert run_ids(history.list(Query("runs").where("status", "ne", "succeeded").where("score", "exists"))) == ["hello-b"]
+    scored_not_succeeded = Query("runs").where("status", "ne", "succeeded").where("score", "exists")
+    assert run_ids(history.list(scored_not_succeeded)) == ["hello-b"]
     assert run_ids(history.list(Query("runs").where("created_at", "gte", 1004))) == ["other-b", "hello-c"]
 
 
@@ -100,7 +102,8 @@ def test_list_ordering_and_limit(history):
     by_score = history.list(Query("runs").sort("score", desc=True).sort("run_id"))
     assert run_ids(by_score) == ["hello-a", "other-a", "hello-b", "hello-c", "other-b"]  # no score last
     assert run_ids(history.list(Query("runs").where("task_id", "eq", "hello").limit(2))) == ["hello-c", "hello-b"]
-    assert run_ids(history.list({"collection": "runs", "filters": [["task_id", "eq", "other"]], "limit": 1})) == ["other-b"]
+    wire_query = {"collection": "runs", "filters": [["task_id", "eq", "other"]], "limit": 1}
+    assert run_ids(history.list(wire_query)) == ["other-b"]
 
 
 def test_list_summary_leaves_the_bulky_body_out(history):

@@ -38,7 +38,10 @@ def test_the_tui_follows_a_run_of_another_process(tmp_path, monkeypatch):
                 await pilot.press("enter")
                 screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.state.record
                                      and app.screen)
-                steps = lambda: {k: v.get("status") for k, v in screen.state.steps.items()}
+
+                def steps() -> dict:
+                    return {k: v.get("status") for k, v in screen.state.steps.items()}
+
                 await until(pilot, lambda: steps().get("wait") == "running", what="`wait` to be running")
                 assert steps()["after"] == "waiting"
                 release.touch()

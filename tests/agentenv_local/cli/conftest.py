@@ -48,7 +48,8 @@ class Project:
 
         con = duckdb.connect(str(db), read_only=True)
         try:
-            out["documents"] = {tuple(r) for r in con.execute("SELECT collection, id, version FROM documents").fetchall()}
+            rows = con.execute("SELECT collection, id, version FROM documents").fetchall()
+            out["documents"] = {tuple(r) for r in rows}
             out["runs"] = con.execute("SELECT count(*) FROM runs").fetchone()[0]
             out["objects"] = con.execute("SELECT count(*) FROM objects").fetchone()[0]
         finally:

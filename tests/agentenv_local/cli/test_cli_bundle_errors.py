@@ -135,7 +135,8 @@ def test_several_problems_at_once(broken):
     assert f"bundle {project.root / name}: {len(lines)} problem(s); nothing was written or run" in proc.stderr
     for text in ("bundle.toml", "step 'box': field 'depends_on'", "step 'box': duplicate step id",
                  "field 'sandbox_nme'", "'nope' is not a known step type",
-                 "step 'hello' (verify_sandbox): field 'criteria'", "tasks/other.json: not valid JSON", "evals/all.toml: not valid TOML"):
+                 "step 'hello' (verify_sandbox): field 'criteria'", "tasks/other.json: not valid JSON",
+                 "evals/all.toml: not valid TOML"):
         assert sum(text in ln for ln in lines) == 1, f"{text!r} once in:\n{proc.stderr}"
     assert len(lines) == 8
     # the brief's own check: the listings show only what the first good run wrote

@@ -103,8 +103,8 @@ def test_a_person_answers_a_scripted_solver_through_agentenv_human(project):
         shown = cli(project, "human", "show", run_id, check=True).stdout
         assert "asked: Q1: what colour do you want for a hat?" in shown and "human: blue" in shown
         ended = subprocess.run([agentenv_exe(), "human", "reply", run_id, "--agent", "person", "--end"],
-                               cwd=project, env=clean_env(), input="large\n", capture_output=True, text=True, check=False,
-                               timeout=60)
+                               cwd=project, env=clean_env(), input="large\n", capture_output=True, text=True,
+                               check=False, timeout=60)
         assert ended.returncode == 0, ended.stderr
         assert "ended the conversation" in ended.stdout
         run.expect(0, timeout=120)

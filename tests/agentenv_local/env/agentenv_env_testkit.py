@@ -1,4 +1,5 @@
-"""Helpers for the env SDK tests (imported by name: this folder has no __init__.py): real transports only (uvicorn on a free loopback port, subprocesses, stdio)."""
+"""Helpers for the env SDK tests (imported by name: this folder has no __init__.py): real transports only
+(uvicorn on a free loopback port, subprocesses, stdio)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # tests/ holds the kit every folder shares; put it on the path when imported outside pytest (bench/bench_gateway.py).
 if str(ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests"))
-from testkit_servers import announced_subprocess, end_process, uvicorn_thread
+from testkit_servers import announced_subprocess, end_process, uvicorn_thread  # noqa: E402 - after the path set-up
 
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"
@@ -152,7 +153,8 @@ ECHO_CARD = {
                                               "what time it is for the env.",
              "inputSchema": {"properties": {}, "title": "whoamiArguments", "type": "object"}},
             {"name": "fail", "description": "Always fails with a structured error (for testing clients).",
-             "inputSchema": {"properties": {"code": {"default": "refused", "description": "The error code to answer with",
+             "inputSchema": {"properties": {"code": {"default": "refused",
+                                                     "description": "The error code to answer with",
                                                      "title": "Code", "type": "string"}},
                              "title": "failArguments", "type": "object"}},
             {"name": "call_count", "description": "How many times echo was called (plumbing for tasks; hidden from "

@@ -122,7 +122,8 @@ def test_data_add_handler_failures_and_http_file_parts():
             assert failed["error"] == {"code": -32000, "message": "disk full", "data": {"code": "add_failed"}}
             refused = rpc(base, "data/add", {"parts": [{"kind": "text", "text": "refuse"}]})
             assert refused["error"] == {"code": -32000, "message": "refused", "data": {
-                "code": "bad_data", "message": "refused", "retryable": False, "applied": "no", "hint": "send data parts"}}
+                "code": "bad_data", "message": "refused", "retryable": False, "applied": "no",
+                "hint": "send data parts"}}
             assert rpc(base, "data/get")["error"]["code"] == -32601
     finally:
         files.shutdown()
@@ -157,7 +158,8 @@ def test_extensions_bind_coerce_and_answer_errors_in_the_reference_shape():
         card = h.get(base + "/.well-known/agent-env.json").json()
         assert [e["uri"] for e in card["capabilities"]["extensions"]] == [
             "urn:agentenv:config/v1", "urn:agentenv:stats/v1", "urn:agentenv:void/v1"]
-        r = h.post(base + "/agentenv/ext/configure", json={"level": "3", "label": "x"}, headers={"AgentEnv-Role": "ops"})
+        r = h.post(base + "/agentenv/ext/configure", json={"level": "3", "label": "x"},
+                   headers={"AgentEnv-Role": "ops"})
         assert (r.status_code, r.json()) == (200, {"level": 3, "label": "x", "role": "ops"})
         r = h.post(base + "/agentenv/ext/configure", json={"level": 11})
         assert r.status_code == 422

@@ -224,7 +224,8 @@ def test_barrier_timeout_releases_the_call_and_is_recorded():
 
         trajectory = []
         engine, _, _ = make_engine(echo_handlers(echo=stuck), on_event=trajectory.append)
-        engine.register({"triggers": [{**mirror("held"), "barrier": {"at": "provoking_call", "timeout_seconds": 0.02}}]})
+        engine.register(
+            {"triggers": [{**mirror("held"), "barrier": {"at": "provoking_call", "timeout_seconds": 0.02}}]})
         await engine.on_tool_call("search_emails", {"query": "q"}, ok([]), "default")
         assert status(engine, "held")["status"] == "firing"
         timeout = next(e for e in trajectory if e["event_type"] == "trigger_barrier_timeout")

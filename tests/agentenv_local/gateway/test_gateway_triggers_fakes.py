@@ -105,7 +105,8 @@ class RecordingActions:
 
 
 def make_engine(handlers: dict[str, Callable] | None = None, *, clock: ManualClock | None = None,
-                read_only: set[str] | None = None, **options: Any) -> tuple[TriggerEngine, ManualClock, RecordingActions]:
+                read_only: set[str] | None = None,
+                **options: Any) -> tuple[TriggerEngine, ManualClock, RecordingActions]:
     clock = clock or ManualClock()
     actions = RecordingActions(handlers, read_only)
     return TriggerEngine(clock, actions, **options), clock, actions

@@ -1,5 +1,6 @@
 """A planted secret (in the secrets file, referenced from config, and in the environment of the
-commands, which do not pass it on to sandboxed steps) is never written to the store, the objects, the logs or any output."""
+commands, which do not pass it on to sandboxed steps) is never written to the store, the objects, the
+logs or any output."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "gateway"))
 
-from gateway_testkit import gateway_serving, http, load
+from gateway_testkit import gateway_serving, http, load  # noqa: E402 - after the path set-up
 
 ENVS = ROOT / "examples" / "envs"
 

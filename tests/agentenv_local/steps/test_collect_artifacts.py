@@ -64,7 +64,8 @@ def test_artifact_paths_relative_absolute_and_directories(deployed):
 
 def test_missing_listed_path_fails_naming_it_unless_allowed(deployed):
     write(deployed, {"/app/artifact/a.txt": b"a"})
-    with pytest.raises(StepError, match=r"2 listed path\(s\) missing in sandbox 'sandbox': nope.txt, /app/gone") as info:
+    with pytest.raises(StepError,
+                       match=r"2 listed path\(s\) missing in sandbox 'sandbox': nope.txt, /app/gone") as info:
         collect(deployed, artifact_paths=["a.txt", "nope.txt", "/app/gone"])
     assert "allow_missing" in info.value.hint
     assert "collect" not in deployed.metadata.get("collected_artifacts", {})

@@ -70,7 +70,8 @@ def test_load_failure_names_the_service_and_the_envs_message(office):
     run, _, _ = office
     run.put_artifact("broken", {"data.json": b"{not json"})
     with pytest.raises(StepError, match=r"data/add of 'data.json' \(artifact 'broken' v1\) into env 'office' "
-                                        r"child 'crm' failed: file part data.json is not readable JSON: .*\(hint: send an object"):
+                                        r"child 'crm' failed: file part data.json is not readable JSON: "
+                                        r".*\(hint: send an object"):
         run.execute(step(run, type="load_artifact", env_id="office", artifact_id="broken", environment_name="crm"))
 
 

@@ -49,5 +49,6 @@ async def verify(mcp_url, run):
         {"id": "reminder_by_time_trigger", "result": len(reminders) == 1,
          "description": "the time trigger (t0 + PT1H) sent the pipeline-review reminder"},
         {"id": "refused_calls_had_no_effect", "result": not by_agent and seed_ids <= {e["id"] for e in emails},
-         "description": "the refused log_activity and purge_mailbox changed nothing: no agent note, every seed email kept"},
+         "description": "the refused log_activity and purge_mailbox changed nothing: no agent note, "
+                        "every seed email kept"},
     ]
