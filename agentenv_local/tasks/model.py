@@ -206,8 +206,8 @@ def _check_graph(steps: list[Step], problems: list[str], every_id: list[str] | N
     for s in steps:
         anchor = s.retry_config.retry_from_step_id if s.retry_config else None
         if anchor and complete and anchor != s.id and anchor not in ancestors(edges, s.id):
-            problems.append(f"step {s.id!r}: field 'retry_config.retry_from_step_id': {shorten(anchor)} must be the step "
-                            "itself or one it depends on")
+            problems.append(f"step {s.id!r}: field 'retry_config.retry_from_step_id': {shorten(anchor)} must be "
+                            "the step itself or one it depends on")
     return edges
 
 
