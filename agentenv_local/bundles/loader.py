@@ -11,6 +11,7 @@ import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentenv_local.artifacts import read_folder
 from agentenv_local.errors import ValidationError
@@ -25,6 +26,9 @@ from agentenv_local.untrusted import UntrustedInputError, parse_toml, read_file
 
 from .discovery import KINDS, describe
 
+if TYPE_CHECKING:
+    from agentenv_local.hosting.envs import McpServerEnv, MultiEnv
+
 NOT_YET = {"agents": "agents (the agents issue)"}
 
 
@@ -32,7 +36,7 @@ NOT_YET = {"agents": "agents (the agents issue)"}
 class EnvEntry:
     name: str
     id: str
-    env: object  # agentenv_local.hosting.envs.McpServerEnv | MultiEnv
+    env: McpServerEnv | MultiEnv
     files: dict[str, bytes]  # the folder's files (for module and command envs)
 
 
@@ -319,13 +323,14 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
             continue
         files = found
         bundle.envs[entry.name] = EnvEntry(entry.name, declared or f"{bundle.id_root}/{entry.name}", env, files)
-    for entry in bundle.envs.values():  # a multi env names the bundle's other envs by folder name
-        if isinstance(entry.env, MultiEnv):
-            for ref in entry.env.refs():
-                if ref.env == entry.name:
-                    problems.append(f"envs/{entry.name}/env.toml: mcp_server_envs: a multi env cannot contain itself")
+    for env_entry in bundle.envs.values():  # a multi env names the bundle's other envs by folder name
+        if isinstance(env_entry.env, MultiEnv):
+            for ref in env_entry.env.refs():
+                if ref.env == env_entry.name:
+                    problems.append(f"envs/{env_entry.name}/env.toml: mcp_server_envs: a multi env cannot contain "
+                                    "itself")
                 elif ref.env in bundle.envs and isinstance(bundle.envs[ref.env].env, MultiEnv):
-                    problems.append(f"envs/{entry.name}/env.toml: mcp_server_envs: {ref.env!r} is a multi env; "
+                    problems.append(f"envs/{env_entry.name}/env.toml: mcp_server_envs: {ref.env!r} is a multi env; "
                                     "list its servers instead")
 
 
@@ -360,6 +365,7 @@ def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
         except ValidationError as exc:
             problems += [f"{where}: {p}" for p in exc.problems] or [exc.message]
             continue
+        assert isinstance(steps, list)  # parse_task accepted it
         bundle.tasks[entry.stem] = TaskEntry(entry.stem, task_id, entry, steps, description)
 
 

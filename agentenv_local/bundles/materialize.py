@@ -64,7 +64,7 @@ def preflight(store, bundle: Bundle) -> None:
                                 f"(envs/: {', '.join(bundle.envs)}) nor in the store")
     for task in bundle.tasks.values():
         for raw in task.steps:
-            cls = types.get(raw.get("type"))
+            cls = types.get(raw.get("type") or "")
             for field_name, ref in artifact_refs(raw, cls):
                 if not ref or ref in bundle_ids or "<" in ref:  # seed placeholders resolve per run
                     continue
@@ -120,7 +120,8 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
         body = {"steps": steps, "description": task.description, "source": f"tasks/{task.source.name}",
                 "bundle": str(bundle.path)}
         digest = _json_digest({"steps": steps, "description": task.description})
-        version = record("tasks", task.source.name, "tasks", task.id, digest, lambda task=task, body=body, digest=digest:
+        version = record("tasks", task.source.name, "tasks", task.id, digest,
+                         lambda task=task, body=body, digest=digest:
                          store.documents.put("tasks", task.id, body, digest=digest, if_changed=True))
         result.task_versions[task.name] = (task.id, version)
     for ev in bundle.evals.values():
@@ -168,7 +169,7 @@ def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:
     out = []
     for raw in steps:
         raw = dict(raw)
-        cls = types.get(raw.get("type"))
+        cls = types.get(raw.get("type") or "")
         for field_name in getattr(cls, "artifact_ref_fields", ()):
             ref = raw.get(field_name)
             version_field = field_name.removesuffix("_id") + "_version"
