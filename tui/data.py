@@ -90,7 +90,7 @@ class HubSource:
         doc = self.session.store.documents.find("tasks", task_id, version)
         body = (doc or {}).get("body") or {}
         steps = body.get("steps") if isinstance(body, dict) else body
-        return {s.get("id"): s for s in steps or [] if isinstance(s, dict)}
+        return {s["id"]: s for s in steps or [] if isinstance(s, dict) and isinstance(s.get("id"), str)}
 
     def pending_reviews(self, run_id: str) -> list[dict]:
         rows = self.session.store.records.query({"collection": "reviews", "filters": [["run_id", "eq", run_id]]})

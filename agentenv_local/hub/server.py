@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -149,8 +150,9 @@ class Hub:
             for run_id in orphaned:
                 # The command waiting on this run is gone (killed, terminal closed): interrupt it
                 # without tearing down, so `agentenv runs resume` can pick it up.
-                self.on_loop(lambda r=run_id: self.runner.cancel(
-                    r, "the command that started it stopped before it finished", interrupted=True))
+                self.on_loop(functools.partial(
+                    self.runner.cancel, run_id, "the command that started it stopped before it finished",
+                    interrupted=True))
 
     def _stream_events(self, request: dict, wfile) -> None:
         params = request.get("kwargs") or {}
@@ -367,7 +369,7 @@ class Hub:
     def close(self) -> None:
         self._stop_taking_clients()
         for run_id in list(self.runner.active):
-            self.on_loop(lambda r=run_id: self.runner.cancel(r, "the hub stopped", interrupted=True))
+            self.on_loop(functools.partial(self.runner.cancel, run_id, "the hub stopped", interrupted=True))
         deadline = time.monotonic() + 5
         while self.runner.active and time.monotonic() < deadline:
             time.sleep(0.02)
