@@ -104,7 +104,8 @@ def _print_endpoints(record: dict) -> None:
     click.echo(f"  MCP:     {record['mcp_url']}")
     for child in record.get("children") or []:
         where = child.get("url") or "in the hub"
-        click.echo(f"  server {child['name']}: {child['kind']} ({where}" + (f", pid {child['pid']})" if child.get("pid") else ")"))
+        pid = f", pid {child['pid']}" if child.get("pid") else ""
+        click.echo(f"  server {child['name']}: {child['kind']} ({where}{pid})")
     click.echo("Add it to an MCP client as a streamable HTTP server, e.g. "
                f"`claude mcp add --transport http {record['mcp_server_name']} {record['mcp_url']}`.")
 
@@ -144,7 +145,8 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
             _print_endpoints(record)
         foreground = keep_running or (s.is_hub and not getattr(s.hub, "long_lived", False))
         if not foreground:
-            click.echo(f"Stop it with `agentenv env teardown {record['instance_id']}`.", err=as_json)  # stdout: JSON only
+            # stdout: JSON only
+            click.echo(f"Stop it with `agentenv env teardown {record['instance_id']}`.", err=as_json)
             return
         def teardown() -> None:
             try:

@@ -123,8 +123,8 @@ def test_unknown_env_is_not_found(session):
 
 
 def test_command_env_gets_its_port_and_name_and_url_env_is_used_as_is(session):
-    put_env(session.store, "echo-cmd", EXAMPLES / "echo", command=["python", "-m", "agentenv_local.env", "server.py:Echo"],
-            environment_name="shout")
+    put_env(session.store, "echo-cmd", EXAMPLES / "echo",
+            command=["python", "-m", "agentenv_local.env", "server.py:Echo"], environment_name="shout")
     record = on_hub(session, session.hub.envs.deploy("echo-cmd"))
     [child] = record["children"]
     assert child["kind"] == "subprocess" and child["name"] == "shout"

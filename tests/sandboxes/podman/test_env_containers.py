@@ -21,7 +21,16 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "environments"))
 sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "hub"))
 
-from env_deploy_testkit import EXAMPLES, admin, call_tool, hub_session, on_hub, put_env, result_text, rpc
+from env_deploy_testkit import (  # noqa: E402 - after the path set-up
+    EXAMPLES,
+    admin,
+    call_tool,
+    hub_session,
+    on_hub,
+    put_env,
+    result_text,
+    rpc,
+)
 
 pytestmark = [pytest.mark.podman,
               # With AGENTENV_REQUIRE_PODMAN=1 (CI) the conftest's podman_base_image fails instead.
