@@ -32,17 +32,17 @@ INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000
 
 
-def request(method: str, params: Any = None, id: Any = 1) -> dict[str, Any]:  # noqa: A002 - the wire's name
+def request(method: str, params: Any = None, id: Any = 1) -> dict[str, Any]:  # `id`: the wire's name
     """A request envelope; ``params`` None sends ``{}`` (every method here takes an object)."""
     return {"jsonrpc": VERSION, "id": id, "method": method, "params": {} if params is None else params}
 
 
-def result(id: Any, value: Any) -> dict[str, Any]:  # noqa: A002
+def result(id: Any, value: Any) -> dict[str, Any]:
     """A success reply to the request ``id``."""
     return {"jsonrpc": VERSION, "id": id, "result": value}
 
 
-def error(id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:  # noqa: A002
+def error(id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     """An error reply to the request ``id`` (None when it could not be read); ``data`` is left out when None."""
     body: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
@@ -50,6 +50,6 @@ def error(id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     return {"jsonrpc": VERSION, "id": id, "error": body}
 
 
-def error_reply(id: Any, body: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def error_reply(id: Any, body: dict[str, Any]) -> dict[str, Any]:
     """An error reply whose error object is already built (e.g. by the mcp stack)."""
     return {"jsonrpc": VERSION, "id": id, "error": body}
