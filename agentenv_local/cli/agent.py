@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import click
 
@@ -68,7 +69,7 @@ def list_agents(as_json):
     from agentenv_local.agents import registry
     from agentenv_local.query import Query
 
-    rows = [{"id": name, "version": None, "kind": "built-in", "description": text}
+    rows: list[dict[str, Any]] = [{"id": name, "version": None, "kind": "built-in", "description": text}
             for name, text in registry.BUILTIN_DESCRIPTIONS.items()]
     with session() as s:
         for doc in s.store.documents.query(Query(registry.COLLECTION)):

@@ -51,7 +51,10 @@ def up(detach):
                 return 0
             time.sleep(0.05)
         raise click.ClickException("the hub did not answer within 10s; see .agentenv/logs/hub.log")
+    from agentenv_local.hub.session import LocalSession
+
     session = connect(long_lived=True)
+    assert isinstance(session, LocalSession)  # long-lived: this process became the hub, or connect raised
     hub = session.hub
     signal.signal(signal.SIGTERM, lambda *_: hub.shutdown_requested.set())
     click.echo(f"Hub up for {session.paths.state_dir} (pid {os.getpid()}). Ctrl-C or `agentenv down` stops it.")

@@ -91,7 +91,8 @@ def reply(run_id, agent_name, message, data_json, end):
                             hint="pick one with --agent NAME")
     agent, question = min(waiting, key=lambda aq: aq[1].get("asked_at") or "")
     if message is None:
-        stdin = click.get_text_stream("stdin")
+        # deprecated in click 8.5 (reached through its module __getattr__, typed object)
+        stdin = click.get_text_stream("stdin")  # type: ignore[operator]
         if stdin.isatty():
             click.echo(f"{agent['agent_name']} was asked: {question.get('text', '')}", err=True)
             click.echo("Type the answer; end it with Ctrl-D on an empty line.", err=True)

@@ -486,7 +486,7 @@ class Config:
             from agentenv_local.plugins import registry
 
             # Stores register as plugins (the core never imports the stores package directly).
-            SecretStore = registry().get("stores", "secrets")
+            SecretStore: Any = registry().get("stores", "secrets")
 
             self._store_building = True
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def read_seeds_csv(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def unused_columns_note(rows: list[dict[str, str]] | None, tasks: list[Any]) -> str | None:
+def unused_columns_note(rows: Sequence[dict[str, str] | None] | None, tasks: list[Any]) -> str | None:
     """A note when seed columns fill no `<key>` placeholder in any of the tasks (likely a typo).
 
     Not an error: steps may also read the seed from the run's metadata.

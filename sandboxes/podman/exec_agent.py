@@ -110,12 +110,8 @@ def _write(req):
 
 def _stat(req):
     path = req["path"]
-    if os.path.isdir(path):
-        kind = "dir"
-    elif os.path.isfile(path):
-        kind = "file"
-    else:
-        kind = "other" if os.path.lexists(path) else None
+    kind = ("dir" if os.path.isdir(path) else "file" if os.path.isfile(path)
+            else "other" if os.path.lexists(path) else None)
     return {"kind": kind}
 
 

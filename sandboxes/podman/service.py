@@ -16,11 +16,14 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentenv_local.paths import short_socket_path
 
 from .engine import PodmanUnavailable, conf_path, podman_binary, podman_env
+
+if TYPE_CHECKING:
+    import podman
 
 START_TIMEOUT_S = 15.0
 IDLE_EXIT_S = 600  # the service exits after this long without a request (so a killed hub's does too)
@@ -39,7 +42,7 @@ class PodmanService:
         self.socket = Path(str(configured).removeprefix("unix://")) if configured else default_socket(state_dir)
         self.log_file = Path(state_dir) / "podman" / "service.log"
         self._proc: subprocess.Popen | None = None
-        self._client = None
+        self._client: podman.PodmanClient | None = None
         self._checked_at = 0.0
         self._lock = threading.Lock()
 
