@@ -43,6 +43,8 @@ def kill_children(body: dict) -> None:
 def remove_container(sandbox_id: str) -> None:
     """Remove a container a dead hub left (podman rm); no podman here means nothing of ours can be running."""
     with contextlib.suppress(Exception):
-        from sandboxes.podman.engine import run_podman
+        from agentenv_local.plugins import registry
 
-        run_podman(["rm", "--force", "--time", "1", sandbox_id], timeout=60)
+        provider = registry().get("sandbox_providers", "podman")
+        if provider is not None:
+            provider.remove_leftover(sandbox_id)

@@ -139,6 +139,22 @@ def test_image_env_runs_in_a_container_behind_the_gateway_and_is_removed_at_tear
     assert podman("container", "exists", child["sandbox_id"]).returncode == 1
 
 
+def test_the_next_hub_removes_the_container_a_dead_hub_left(session, env_images):
+    from agentenv_local.hosting.envs.manager import EnvManager
+
+    put_env(session.store, "echo-left", image=env_images["echo"], environment_name="echo")
+    record = deploy(session, "echo-left")
+    [child] = record["children"]
+    assert podman("container", "exists", child["sandbox_id"]).returncode == 0
+    # A second manager on the same store is what the next hub makes: every instance recorded running is a
+    # dead hub's leftover to it (its container is removed through the sandbox provider's remove_leftover).
+    swept = EnvManager(session.store, session.paths).swept_at_start
+    assert record["instance_id"] in swept
+    assert podman("container", "exists", child["sandbox_id"]).returncode == 1
+    stored = session.store.records.get("env_instances", record["instance_id"])["body"]
+    assert stored["status"] == "terminated" and stored["status_reason"] == "hub stopped"
+
+
 def test_server_topology_serves_the_container_itself(session, env_images):
     put_env(session.store, "echo-srv", image=env_images["echo"], environment_name="echo",
             env_provider_type="server")
