@@ -213,8 +213,8 @@ def main() -> int:
     from agentenv_local.gateway.children import ChildSpec
     from agentenv_local.gateway.server import Gateway
 
-    sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "gateway"))
-    from gateway_testkit import serving_app
+    sys.path.insert(0, str(ROOT / "tests"))  # the test kits (tests/kits/)
+    from kits.gateway import serving_app
 
     gw_obj = Gateway("bench", [ChildSpec("echo", load_env(ECHO))])
     with serving_app(gw_obj.app()) as base:

@@ -4,7 +4,7 @@ from tmp_path (and subprocesses inherit the cleaned environment).
 Runs use the `process` sandbox provider unless a test says otherwise: the default (`auto`) would pick
 Podman wherever it answers, which the Podman tests under tests/sandboxes/podman ask for explicitly.
 
-This folder is on sys.path, so every test folder imports the kits kept here by name (testkit_servers)."""
+This folder is on sys.path, so every test imports the shared kits as `from kits.<area> import ...` (tests/kits/)."""
 
 from __future__ import annotations
 
@@ -51,12 +51,9 @@ def podman_base_image():
 
 @pytest.fixture
 def hub(tmp_path):
-    """This test process as the hub (an InProcessHub, tests/agentenv_local/hub/agentenv_hub_testkit.py) of a
+    """This test process as the hub (an InProcessHub, tests/kits/hub.py) of a
     project in tmp_path/proj: a real DuckDB file and the real runner."""
-    kit = str(Path(HERE) / "agentenv_local" / "hub")
-    if kit not in sys.path:
-        sys.path.insert(0, kit)
-    from agentenv_hub_testkit import InProcessHub
+    from kits.hub import InProcessHub
 
     project = tmp_path / "proj"
     project.mkdir()

@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from testkit_servers import agentenv_exe
+from kits.servers import agentenv_exe
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "getting-started.md"

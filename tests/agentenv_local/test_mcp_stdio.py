@@ -9,7 +9,7 @@ import textwrap
 
 import anyio
 import pytest
-from testkit_servers import ROOT, agentenv_exe, piped_mcp
+from kits.servers import ROOT, agentenv_exe, piped_mcp
 
 SLOW_ENV = textwrap.dedent('''
     import asyncio

@@ -7,8 +7,8 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from docs_server_testkit import agentenv_exe
-from testkit_servers import announced_subprocess
+from kits.docs_server import agentenv_exe
+from kits.servers import announced_subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 

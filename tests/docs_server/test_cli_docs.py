@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from click.testing import CliRunner
-from docs_server_testkit import agentenv_exe
+from kits.docs_server import agentenv_exe
 
 from agentenv_local.cli.main import cli
 

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from docs_server_testkit import agentenv_exe
+from kits.docs_server import agentenv_exe
 
 # (query, the page that must come first)
 QUERIES = [

@@ -1,9 +1,9 @@
-"""Fixtures for the example env tests; helpers live in example_envs_testkit.py."""
+"""Fixtures for the example env tests; helpers live in tests/kits/example_envs.py."""
 
 from __future__ import annotations
 
 import pytest
-from example_envs_testkit import CRM, CRM_SEED, MAIL, MAIL_SEED, load_seed, rpc
+from kits.example_envs import CRM, CRM_SEED, MAIL, MAIL_SEED, load_seed, rpc
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import base64
 
 import httpx2
 import pytest
-from example_envs_testkit import (
+from kits.example_envs import (
     CRM,
     CRM_SEED,
     MAIL,

@@ -9,7 +9,7 @@ import sqlite3
 
 import httpx2
 import pytest
-from example_envs_testkit import (
+from kits.example_envs import (
     MAIL,
     MAIL_SEED,
     call,

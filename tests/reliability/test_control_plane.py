@@ -12,7 +12,7 @@ import sys
 
 import httpx2
 import pytest
-from testkit_servers import ROOT, agentenv_exe, announced_subprocess, uvicorn_thread
+from kits.servers import ROOT, agentenv_exe, announced_subprocess, uvicorn_thread
 
 NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
@@ -302,8 +302,7 @@ def test_env_and_agent_servers_refuse_a_foreign_host_and_origin(tmp_path):
 # --- a deployed instance: the hub holds the token, the CLI shows it on request only ---------------------------------
 
 def test_a_deployed_instance_keeps_its_token_out_of_records_events_and_listings(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "environments"))
-    from env_deploy_testkit import hub_session, on_hub, put_env
+    from kits.env_deploy import hub_session, on_hub, put_env
 
     session = hub_session(tmp_path)
     try:

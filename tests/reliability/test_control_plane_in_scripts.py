@@ -5,12 +5,9 @@ env's data plane (without it, the data plane answers 401). A step with an env_id
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import cli, write_bundle
+from kits.hub import cli, write_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 

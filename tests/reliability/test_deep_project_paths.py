@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import cli
+from kits.hub import cli
 
 
 def test_a_project_deeper_than_a_socket_path_runs_hello(tmp_path):

@@ -5,14 +5,10 @@ deploy step at once, with the reason and a hint, and `agentenv run` must exit 1.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import cli
+from kits.hub import cli
 
 EXITS = "import sys\nprint('about to fail', file=sys.stderr)\nsys.exit(3)\n"
 RAISES = "raise RuntimeError('no database configured')\n"

@@ -14,16 +14,12 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import Background, cli, hub_info, wait_until
+from kits.hub import Background, cli, hub_info, wait_until
 
 SUPPORT = Path(__file__).resolve().parents[2] / "examples" / "support"
 STEPS = ["deploy", "seed_mail", "seed_crm", "lock_down", "solver", "customer", "judge", "chat", "grade", "outcome"]

@@ -4,12 +4,7 @@ the same crash. The run's error must name the failed steps' own errors."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import bash_check, deploy
+from kits.hub import bash_check, deploy
 
 
 def _no_box(step_id: str) -> dict:

@@ -18,14 +18,10 @@ import asyncio
 import json
 import os
 import stat
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import clean_env, cli, write_bundle
+from kits.hub import clean_env, cli, write_bundle
 
 RACE_SECONDS = 6
 

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import json
 import secrets
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import clean_env, cli, show_json, store_text, write_bundle
+from kits.hub import clean_env, cli, show_json, store_text, write_bundle
 
 SNOOP = '''
 import os, sys

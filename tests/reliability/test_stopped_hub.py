@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from testkit_servers import agentenv_exe
+from kits.servers import agentenv_exe
 
 pytestmark = pytest.mark.timeout(120)
 # Generous bounds: the error comes after about 1 s (stopped) or 5 s (stuck); a hang would hit them.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from testkit_servers import agentenv_exe
+from kits.servers import agentenv_exe
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,7 +7,7 @@ import time
 
 import duckdb
 import pytest
-from store_support import open_store
+from kits.store import open_store
 
 from stores.events import EventLog
 from stores.migrations import apply_migrations

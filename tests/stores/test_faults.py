@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from store_support import open_store
+from kits.store import open_store
 
 from agentenv_local.errors import StoreError, ValidationError
 

@@ -7,7 +7,7 @@ import sys
 
 import duckdb
 import pytest
-from store_support import open_store
+from kits.store import open_store
 
 from agentenv_local.errors import HubError
 from stores import migrations

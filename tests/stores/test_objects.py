@@ -7,7 +7,7 @@ import os
 import stat
 
 import pytest
-from store_support import open_store
+from kits.store import open_store
 
 from agentenv_local.errors import ConflictError, NotFoundError
 

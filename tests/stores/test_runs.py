@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from store_support import open_store
+from kits.store import open_store
 
 from agentenv_local.errors import ConflictError, NotFoundError
 from stores.query import Query

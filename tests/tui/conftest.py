@@ -3,4 +3,3 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "agentenv_local" / "hub"))  # agentenv_hub_testkit

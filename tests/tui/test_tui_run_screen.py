@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tui_testkit import (
+from kits.tui import (
     SIZE,
     InProcessHub,
     app_on,

@@ -4,8 +4,8 @@ cancelling and resuming, and opening a run (keyboard and mouse)."""
 from __future__ import annotations
 
 import pytest
-from agentenv_hub_testkit import write_bundle
-from tui_testkit import (
+from kits.hub import write_bundle
+from kits.tui import (
     SIZE,
     InProcessHub,
     app_on,

@@ -3,7 +3,7 @@ that hub, shows its steps change state live."""
 
 from __future__ import annotations
 
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     deploy,
@@ -11,7 +11,7 @@ from agentenv_hub_testkit import (
     run_id_of,
     write_bundle,
 )
-from tui_testkit import SIZE, run, until
+from kits.tui import SIZE, run, until
 
 from tui.app import AgentenvTui
 from tui.data import HubSource

@@ -1,9 +1,9 @@
-"""Fixtures for the agent tests; helpers live in agents_testkit.py."""
+"""Fixtures for the agent tests; helpers live in tests/kits/agents.py."""
 
 from __future__ import annotations
 
 import pytest
-from agents_testkit import ECHO, serving_app
+from kits.agents import ECHO, serving_app
 
 
 @pytest.fixture()

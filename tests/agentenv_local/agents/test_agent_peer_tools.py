@@ -7,7 +7,7 @@ import asyncio
 import socket
 
 import pytest
-from agents_testkit import run, serving_agent
+from kits.agents import run, serving_agent
 from mcp import Client
 
 from agentenv_local.agents import Agent, TaskRequest, TaskResult

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx2
 import pytest
-from agents_testkit import run, serving_agent, subprocess_server
+from kits.agents import run, serving_agent, subprocess_server
 
 from agentenv_local.agents import (
     Agent,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from agents_testkit import REF_PYTHON, run, subprocess_server, wait_healthy
+from kits.agents import REF_PYTHON, run, subprocess_server, wait_healthy
 
 from agentenv_local.agents.client import A2AClient
 
@@ -56,7 +56,7 @@ def test_our_client_prompts_a_reference_sdk_agent():
 def test_reference_client_prompts_our_scripted_agent():
     import json
 
-    from agents_testkit import ROOT, serving_agent
+    from kits.agents import ROOT, serving_agent
 
     from agentenv_local.agents.scripted import ScriptedAgent
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agents_testkit import run, serving_agent
+from kits.agents import run, serving_agent
 
 from agentenv_local.agents.client import A2AClient, A2AExtensionError
 from agentenv_local.agents.scripted import ScriptedAgent

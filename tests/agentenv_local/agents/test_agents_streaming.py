@@ -12,7 +12,7 @@ import threading
 
 import httpx2
 import pytest
-from agents_testkit import REF_PYTHON, run, serving_agent, serving_app
+from kits.agents import REF_PYTHON, run, serving_agent, serving_app
 
 from agentenv_local.agents import Agent, TaskProgress, TaskRequest, TaskResult
 from agentenv_local.agents.client import A2AClient, A2AProtocolError, A2ARpcError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx2 as httpx
-from agents_testkit import run, serving_agent
+from kits.agents import run, serving_agent
 
 from agentenv_local.agents.client import A2AClient
 from agentenv_local.agents.human import (

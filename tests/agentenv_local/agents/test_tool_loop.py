@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from agents_testkit import ECHO, run, serving_agent, serving_app
+from kits.agents import ECHO, run, serving_agent, serving_app
 
 from agentenv_local.agents.client import A2AClient
 from agentenv_local.agents.tool_loop import ToolLoopAgent

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kits.hub import cli, runs_json, show_json, write_bundle
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "hub"))
-sys.path.insert(0, str(HERE.parent / "agents"))
 
-from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle  # noqa: E402
 
 PLAN = {"plan": [{"reply": "bot says {input}"}]}
 
@@ -67,7 +64,7 @@ def test_deploy_instances_teardown_behind_a_long_lived_hub(project):
 
 
 def _reference_agent_available() -> bool:
-    from agents_testkit import REF_PYTHON
+    from kits.agents import REF_PYTHON
 
     if not REF_PYTHON.exists():
         return False
@@ -77,7 +74,7 @@ def _reference_agent_available() -> bool:
 
 @pytest.mark.skipif(not _reference_agent_available(), reason=".venv-ref lacks agentenv-framework-protocol[agent]")
 def test_a_reference_sdk_agent_is_validated_and_prompted_in_a_run(project):
-    from agents_testkit import REF_PYTHON, subprocess_server, wait_healthy
+    from kits.agents import REF_PYTHON, subprocess_server, wait_healthy
 
     from agentenv_local.env.serve import bind_socket
 

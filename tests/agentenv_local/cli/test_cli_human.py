@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     agentenv_exe,
     clean_env,

@@ -1,9 +1,9 @@
-"""Fixtures for the env SDK tests; helpers live in agentenv_env_testkit.py."""
+"""Fixtures for the env SDK tests; helpers live in tests/kits/env_sdk.py."""
 
 from __future__ import annotations
 
 import pytest
-from agentenv_env_testkit import ECHO, NOTES
+from kits.env_sdk import ECHO, NOTES
 
 
 @pytest.fixture()

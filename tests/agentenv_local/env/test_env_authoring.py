@@ -10,7 +10,7 @@ import textwrap
 from typing import Annotated, Literal
 
 import pytest
-from agentenv_env_testkit import ECHO, ECHO_CARD, ROOT
+from kits.env_sdk import ECHO, ECHO_CARD, ROOT
 from pydantic import Field
 
 from agentenv_local.env import (

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from agentenv_env_testkit import ROOT, run, serving
+from kits.env_sdk import ROOT, run, serving
 
 from agentenv_local.env import Env, ToolContext, environment_card, tool
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from agentenv_env_testkit import DEV_V1, DEV_V2, DevProcess
+from kits.env_sdk import DEV_V1, DEV_V2, DevProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 ANNOUNCE = re.compile(r"serving (\S+) on (http://\S+)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import httpx2
-from agentenv_env_testkit import run, serving
+from kits.env_sdk import run, serving
 
 from agentenv_local.env import FilePart
 

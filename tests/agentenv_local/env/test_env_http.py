@@ -11,7 +11,7 @@ import threading
 
 import httpx2
 import pytest
-from agentenv_env_testkit import ECHO, ECHO_CARD, env_subprocess, run, serving
+from kits.env_sdk import ECHO, ECHO_CARD, env_subprocess, run, serving
 
 from agentenv_local.env import (
     Env,
@@ -273,7 +273,7 @@ def test_serving_a_busy_port_fails_with_a_clear_message():
     import subprocess
     import sys
 
-    from agentenv_env_testkit import ROOT
+    from kits.env_sdk import ROOT
 
     with env_subprocess(ECHO) as (base, _proc):
         port = base.rsplit(":", 1)[1]
@@ -288,7 +288,7 @@ def test_running_the_example_file_directly_reads_mcp_host_and_port():
     import subprocess
     import sys
 
-    from agentenv_env_testkit import ROOT
+    from kits.env_sdk import ROOT
 
     proc = subprocess.Popen([sys.executable, str(ECHO)], stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env={**__import__("os").environ, "MCP_HOST": "127.0.0.1", "MCP_PORT": "0"})

@@ -8,7 +8,7 @@ import dataclasses
 from typing import Annotated
 
 import pytest
-from agentenv_env_testkit import run
+from kits.env_sdk import run
 from pydantic import BaseModel, Field
 
 from agentenv_local.env import Env, EnvError, ToolContext, environment_card, tool

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agentenv_env_testkit import ECHO, env_subprocess
-from testkit_servers import REF_PYTHON, REF_VENV, reference_imports
+from kits.env_sdk import ECHO, env_subprocess
+from kits.servers import REF_PYTHON, REF_VENV, reference_imports
 
 HERE = Path(__file__).resolve().parent
 

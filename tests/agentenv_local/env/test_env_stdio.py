@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from agentenv_env_testkit import ECHO, NOTES, ROOT, run
+from kits.env_sdk import ECHO, NOTES, ROOT, run
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

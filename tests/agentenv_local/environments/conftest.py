@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
 
 
 @pytest.fixture
 def session(tmp_path):
-    """A hub session (env_deploy_testkit.hub_session) in tmp_path, closed after the test."""
-    from env_deploy_testkit import hub_session
+    """A hub session (kits.env_deploy.hub_session) in tmp_path, closed after the test."""
+    from kits.env_deploy import hub_session
 
     s = hub_session(tmp_path)
     try:

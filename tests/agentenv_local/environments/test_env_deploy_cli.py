@@ -9,8 +9,8 @@ import signal
 import time
 
 import httpx2
-from agentenv_hub_testkit import Background, cli, hub_info
-from env_deploy_testkit import EXAMPLES, call_tool, pid_alive, result_text
+from kits.env_deploy import EXAMPLES, call_tool, pid_alive, result_text
+from kits.hub import Background, cli, hub_info
 
 
 def _echo_env(project, run_as: str | None = None):

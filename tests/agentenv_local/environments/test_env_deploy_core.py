@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx2
 import pytest
-from env_deploy_testkit import (
+from kits.env_deploy import (
     EXAMPLES,
     admin,
     call_tool,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle
-from env_deploy_testkit import EXAMPLES, hub_session
+from kits.env_deploy import EXAMPLES, hub_session
+from kits.hub import cli, runs_json, show_json, write_bundle
 
 
 def test_bundle_task_deploys_its_env_and_tears_it_down(tmp_path):

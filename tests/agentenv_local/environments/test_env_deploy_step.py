@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from env_deploy_testkit import EXAMPLES, admin, on_hub, put_env, rpc
+from kits.env_deploy import EXAMPLES, admin, on_hub, put_env, rpc
 
 
 def test_deploy_env_step_loads_an_artifact_and_tears_down(session):

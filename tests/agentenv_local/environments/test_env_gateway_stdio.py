@@ -8,9 +8,9 @@ import json
 import shutil
 
 import httpx2
-from agentenv_hub_testkit import agentenv_exe, clean_env, cli
-from env_deploy_testkit import EXAMPLES
-from testkit_servers import piped_mcp
+from kits.env_deploy import EXAMPLES
+from kits.hub import agentenv_exe, clean_env, cli
+from kits.servers import piped_mcp
 
 
 def _stdio_session(project, instance_id: str, *args: str):

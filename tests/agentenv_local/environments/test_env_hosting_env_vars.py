@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from env_deploy_testkit import call_tool, on_hub, pid_alive, put_env, result_text
+from kits.env_deploy import call_tool, on_hub, pid_alive, put_env, result_text
 
 PROBE = '''
 import os

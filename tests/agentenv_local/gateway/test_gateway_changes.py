@@ -11,7 +11,7 @@ import json
 import threading
 
 import pytest
-from gateway_testkit import ECHO, ROOT, gateway_serving, http, load
+from kits.gateway import ECHO, ROOT, gateway_serving, http, load
 
 from agentenv_local.gateway.changes import ChangeLog, ChangesError, page_params
 from agentenv_local.gateway.server import ChildSpec

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from gateway_testkit import ECHO, env_subprocess, free_port, gateway_serving, http, load
+from kits.gateway import ECHO, env_subprocess, free_port, gateway_serving, http, load
 
 from agentenv_local.gateway.children import Child, ChildSpec, wire
 from agentenv_local.gateway.fastpath import plain_call_result, protocol_class
@@ -315,7 +315,7 @@ def test_killed_child_is_reopened_on_the_lean_path_too():
         import subprocess
         import sys
 
-        from gateway_testkit import ROOT
+        from kits.gateway import ROOT
 
         proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.env", str(ECHO), "--port", str(port)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)

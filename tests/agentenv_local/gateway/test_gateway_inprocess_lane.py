@@ -10,7 +10,7 @@ import functools
 import textwrap
 
 import pytest
-from gateway_testkit import load
+from kits.gateway import load
 
 from agentenv_local.gateway.server import ChildSpec, Gateway
 

@@ -7,7 +7,7 @@ import sys
 import time
 
 import httpx2
-from gateway_testkit import ECHO, NOTES, ROOT, free_port
+from kits.gateway import ECHO, NOTES, ROOT, free_port
 
 
 def test_module_cli_serves_children_and_stops_them():

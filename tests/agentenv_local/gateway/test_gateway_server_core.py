@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from gateway_testkit import NOTES, gateway_serving, http, load
+from kits.gateway import NOTES, gateway_serving, http, load
 
 from agentenv_local.gateway.children import ChildSpec
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from gateway_testkit import ECHO, ROOT, free_port, gateway_serving, http, load
+from kits.gateway import ECHO, ROOT, free_port, gateway_serving, http, load
 
 from agentenv_local.env import Env, environment_card, tool
 from agentenv_local.gateway.children import ChildError, ChildSpec

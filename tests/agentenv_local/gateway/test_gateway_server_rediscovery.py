@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gateway_testkit import DEV_V1, DEV_V2, DevProcess, gateway_serving, http
+from kits.gateway import DEV_V1, DEV_V2, DevProcess, gateway_serving, http
 
 ROOT = Path(__file__).resolve().parents[3]
 

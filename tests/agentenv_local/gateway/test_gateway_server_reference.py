@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gateway_testkit import NOTES, gateway_serving, http, load
-from testkit_servers import REF_PYTHON, REF_VENV, reference_imports
+from kits.gateway import NOTES, gateway_serving, http, load
+from kits.servers import REF_PYTHON, REF_VENV, reference_imports
 
 from agentenv_local.gateway.children import ChildSpec
 
@@ -60,7 +60,7 @@ def test_reference_sdk_env_composed_with_ours_behind_our_gateway(tmp_path):
     import asyncio
     import time
 
-    from gateway_testkit import ECHO, free_port
+    from kits.gateway import ECHO, free_port
     from mcp import Client
 
     port = free_port()

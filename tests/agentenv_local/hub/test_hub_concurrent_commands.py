@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     cli,
@@ -166,7 +166,7 @@ def test_a_hub_whose_command_is_done_prints_everything_then_serves_the_others(tm
 def test_a_short_command_that_is_the_hub_prints_its_result_before_serving_others(tmp_path):
     """`artifact put` prints after its session closes; as the hub with a client, it still prints
     at once and only then stays up for the client."""
-    from agentenv_hub_testkit import clean_env
+    from kits.hub import clean_env
 
     from agentenv_local.config import load_config
     from agentenv_local.hub import connect

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     InProcessHub,
     bash_check,

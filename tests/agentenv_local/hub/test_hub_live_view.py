@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     cli,

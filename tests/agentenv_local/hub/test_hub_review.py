@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     cli,

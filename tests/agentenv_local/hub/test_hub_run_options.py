@@ -4,7 +4,7 @@ methods a client may call are an explicit list (wire.STORE_METHODS), the same on
 from __future__ import annotations
 
 import pytest
-from agentenv_hub_testkit import InProcessHub, bash_check, clean_env, deploy
+from kits.hub import InProcessHub, bash_check, clean_env, deploy
 
 from agentenv_local.errors import HubError, ValidationError
 from agentenv_local.hub import wire

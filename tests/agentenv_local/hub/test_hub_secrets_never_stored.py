@@ -9,7 +9,7 @@ import os
 import secrets
 from pathlib import Path
 
-from agentenv_hub_testkit import bash_check, clean_env, cli, deploy, runs_json, store_text, write_bundle
+from kits.hub import bash_check, clean_env, cli, deploy, runs_json, store_text, write_bundle
 
 
 def _files(root: Path, skip: set[Path]) -> list[Path]:

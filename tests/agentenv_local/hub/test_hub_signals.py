@@ -6,7 +6,7 @@ import os
 import signal
 
 import pytest
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     cli,

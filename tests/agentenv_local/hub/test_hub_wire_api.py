@@ -7,7 +7,7 @@ import json
 import socket
 
 import pytest
-from agentenv_hub_testkit import InProcessHub, bash_check, clean_env, deploy
+from kits.hub import InProcessHub, bash_check, clean_env, deploy
 
 from agentenv_local.errors import AgentenvError, ConflictError, HubError, NotFoundError
 from agentenv_local.query import Query
@@ -94,7 +94,7 @@ def test_a_client_sees_live_events_and_a_run_it_submitted(hub_and_client):
 
 
 def test_closing_a_client_that_waits_on_a_run_interrupts_it(hub_and_client, tmp_path):
-    from agentenv_hub_testkit import gate, step_status, wait_until
+    from kits.hub import gate, step_status, wait_until
 
     from agentenv_local.config import load_config
     from agentenv_local.hub import connect

@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-
-from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle
-from agents_testkit import serving_agent
+from kits.agents import serving_agent
+from kits.hub import cli, runs_json, show_json, write_bundle
 
 from agentenv_local.agents.client import A2AClient
 from agentenv_local.agents.scripted import ScriptedAgent

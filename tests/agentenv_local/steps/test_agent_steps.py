@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-
-from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle
+from kits.hub import cli, runs_json, show_json, write_bundle
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -92,7 +88,7 @@ def test_subprocess_agent_and_continuing_a_context(project):
     assert one["a2a_context_id"] == two["a2a_context_id"]
     agent = context["deployed_agents"][0]
     assert agent["runtime"] == "subprocess" and agent["pid"]
-    from agentenv_hub_testkit import _alive
+    from kits.hub import _alive
 
     assert not _alive(agent["pid"])  # stopped by the run's teardown
 

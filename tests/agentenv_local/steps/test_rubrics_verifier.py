@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from kits.agents import serving_agent
 
 from agentenv_local.errors import StepError
 from agentenv_local.steps.rubrics import truncate_events
 from agentenv_local.testing.fake_models import FakeModelServer, Reply
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from agents_testkit import serving_agent
 
 KEY = "judge-key-0123456789"
 TRAJECTORY = [{"type": "turn", "input": "what is 6*7?"},

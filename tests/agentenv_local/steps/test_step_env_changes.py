@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from env_testkit import call_tool, deployed_env, example, rpc, seed
+from kits.env_steps import call_tool, deployed_env, example, rpc, seed
 
 
 def step(run, **fields):

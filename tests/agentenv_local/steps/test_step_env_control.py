@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from env_testkit import call_tool, data_of, deployed_env, example, http, rpc, seed
+from kits.env_steps import call_tool, data_of, deployed_env, example, http, rpc, seed
 
 from agentenv_local.env import Env, environment_card, extension, tool
 from agentenv_local.errors import StepError

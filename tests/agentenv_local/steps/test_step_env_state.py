@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from env_testkit import call_tool, data_of, deployed_env, example, rpc, seed
+from kits.env_steps import call_tool, data_of, deployed_env, example, rpc, seed
 
 from agentenv_local.errors import StepError
 
@@ -85,7 +85,7 @@ def test_load_into_a_single_service_env_uses_the_env_level_plane(run):
 
 
 def example_notes():
-    from env_testkit import ENVS, load
+    from kits.env_steps import ENVS, load
 
     return load(ENVS / "notes" / "server.py")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     cli,

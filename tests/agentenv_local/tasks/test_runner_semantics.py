@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from agentenv_hub_testkit import bash_check, deploy, gate, sandbox_folders, step_status, wait_until
+from kits.hub import bash_check, deploy, gate, sandbox_folders, step_status, wait_until
 
 from agentenv_local.artifacts import put_artifact
 

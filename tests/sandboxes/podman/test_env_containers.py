@@ -11,17 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "environments"))
-sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "hub"))
-
-from env_deploy_testkit import (  # noqa: E402 - after the path set-up
+from kits.env_deploy import (
     EXAMPLES,
     admin,
     call_tool,
@@ -31,6 +25,9 @@ from env_deploy_testkit import (  # noqa: E402 - after the path set-up
     result_text,
     rpc,
 )
+
+ROOT = Path(__file__).resolve().parents[3]
+
 
 pytestmark = [pytest.mark.podman,
               # With AGENTENV_REQUIRE_PODMAN=1 (CI) the conftest's podman_base_image fails instead.
@@ -171,7 +168,7 @@ def test_server_topology_serves_the_container_itself(session, env_images):
 
 
 def test_deploy_env_in_a_run_uses_the_runs_podman_and_tears_down(tmp_path, env_images):
-    from agentenv_hub_testkit import cli, runs_json, show_json, write_bundle
+    from kits.hub import cli, runs_json, show_json, write_bundle
 
     project = tmp_path / "proj"
     project.mkdir()

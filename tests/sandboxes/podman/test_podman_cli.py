@@ -6,14 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import (
+from kits.hub import (
     Background,
     bash_check,
     clean_env,
@@ -27,7 +23,7 @@ from agentenv_hub_testkit import (
     wait_until,
     write_bundle,
 )
-from podman_support import project_containers
+from kits.podman import project_containers
 
 
 @pytest.fixture

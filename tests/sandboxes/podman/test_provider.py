@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from podman_support import project_containers
+from kits.podman import project_containers
 
 from agentenv_local.errors import NotFoundError, StepError
 from agentenv_local.sandbox_api import NetworkPolicy, SandboxSpec

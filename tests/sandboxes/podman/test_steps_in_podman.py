@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agentenv_local" / "hub"))
-
-from agentenv_hub_testkit import cli, show_json, write_bundle
-from podman_support import project_containers
+from kits.hub import cli, show_json, write_bundle
+from kits.podman import project_containers
 
 TESTS = '''import unittest
 from calc import add

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentenv_hub_testkit import InProcessHub, bash_check, deploy, gate
-
+from kits.hub import InProcessHub, bash_check, deploy, gate
 from tui.app import AgentenvTui
 from tui.data import HubSource
 

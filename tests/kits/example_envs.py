@@ -1,4 +1,4 @@
-"""Helpers for the example env tests (imported by name: this folder has no __init__.py)."""
+"""Helpers for the example env tests (`from kits.example_envs import ...`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from testkit_servers import announced_subprocess
+from kits.servers import announced_subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "envs"

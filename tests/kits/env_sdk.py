@@ -1,4 +1,4 @@
-"""Helpers for the env SDK tests (imported by name: this folder has no __init__.py): real transports only
+"""Helpers for the env SDK tests (`from kits.env_sdk import ...`): real transports only
 (uvicorn on a free loopback port, subprocesses, stdio)."""
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-# tests/ holds the kit every folder shares; put it on the path when imported outside pytest (bench/bench_gateway.py).
-if str(ROOT / "tests") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tests"))
-from testkit_servers import announced_subprocess, end_process, uvicorn_thread  # noqa: E402 - after the path set-up
+from kits.servers import announced_subprocess, end_process, uvicorn_thread
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"

@@ -1,17 +1,16 @@
-"""Helpers for the env step tests (imported by name): a real Gateway over in-process example envs, served on a
-free loopback port, and the deploy record a `deploy_env` step would leave in the run state."""
+"""Helpers for the env step tests (`from kits.env_steps import ...`): a real Gateway over in-process
+example envs, served on a free loopback port, and the deploy record a `deploy_env` step would leave in the run state."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "agentenv_local" / "gateway"))
+from kits.gateway import gateway_serving, http, load
 
-from gateway_testkit import gateway_serving, http, load  # noqa: E402 - after the path set-up
+ROOT = Path(__file__).resolve().parents[2]
+
 
 ENVS = ROOT / "examples" / "envs"
 

@@ -1,4 +1,4 @@
-"""Helpers for the agent tests (imported by name; this folder has no __init__.py): real HTTP only."""
+"""Helpers for the agent tests (`from kits.agents import ...`): real HTTP only."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from testkit_servers import announced_subprocess, uvicorn_thread
+from kits.servers import announced_subprocess, uvicorn_thread
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 REF_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
 

@@ -1,15 +1,12 @@
-"""Helpers for the gateway server tests (imported by name): real transports only: uvicorn on a free loopback
-port in a thread, env subprocesses, mcp 2.x clients over HTTP."""
+"""Helpers for the gateway server tests (`from kits.gateway import ...`): real transports only: uvicorn on
+a free loopback port in a thread, env subprocesses, mcp 2.x clients over HTTP."""
 
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 # The transports (uvicorn on a free port, env subprocesses, `agentenv env dev`) are the env tests' kit.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
-from agentenv_env_testkit import (
+from kits.env_sdk import (
     DEV_V1,
     DEV_V2,
     ECHO,

@@ -1,4 +1,4 @@
-"""Helpers every test folder shares (imported by name: tests/conftest.py puts this folder on sys.path): a uvicorn
+"""Helpers every test folder shares (`from kits.servers import ...`): a uvicorn
 server on a thread, a subprocess that prints a "serving on http://..." line to stderr, the `agentenv` executable,
 and the reference's side venv. Real transports only."""
 
@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ANNOUNCE = re.compile(r"serving on (http://\S+)")
 
 # The reference's clients and SDK need mcp<2 beside them, so they live in a side venv, never in this project's:

@@ -1,8 +1,7 @@
 """Helpers for the hub and runner tests: real `agentenv` subprocesses in a project folder,
 small bundles written to disk, polling for run states, and an in-process hub session.
 
-Imported by the test modules of tests/agentenv_local/hub/ and tests/agentenv_local/tasks/
-(their conftest.py puts this folder on sys.path).
+Imported as `from kits.hub import ...` by the hub, runner, CLI, TUI and reliability tests.
 """
 
 from __future__ import annotations
