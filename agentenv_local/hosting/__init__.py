@@ -13,6 +13,7 @@ starts, records and stops them on behalf of the hub, so that the hub's wire meth
   subprocess, in a container, or at a URL (hosted.py), and the hub's long-lived agent instances (instances.py).
   Agent records (`agentenv agent put`) stay with the agent SDK in `agentenv_local.agents.registry`.
 
-Subprocesses are started and stopped through `agentenv_local.procs`. Hosting may import the SDKs, the gateway,
-the store's query model and the sandbox API; nothing in the SDKs imports hosting.
+What the hub serves itself (gateways, in-hub env servers and agents) is served one way, asgi.py (uvicorn as a
+task on the hub's loop); subprocesses are started and stopped through `agentenv_local.procs`. Hosting may import
+the SDKs, the gateway, the store's query model and the sandbox API; nothing in the SDKs imports hosting.
 """

@@ -12,7 +12,6 @@ its own process).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from typing import Any
 from agentenv_local.agents.builtin import BUILTIN
 from agentenv_local.errors import AgentenvError
 from agentenv_local.procs import announced_url
+
+from ..asgi import START_TIMEOUT_S, NotStarted, start_server, stop_server
 
 READY_TIMEOUT_S = 60.0
 
@@ -43,15 +44,7 @@ class HostedAgent:
 
     async def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-            if self._task is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(self._task), 8)
-                except (TimeoutError, Exception):  # stop it the hard way
-                    self._server.force_exit = True
-                    self._task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await self._task
+            await stop_server(self._server, self._task)
             self._server = None
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
@@ -73,10 +66,7 @@ def resolve_spec(spec: str, base_dir: Path | None = None) -> str:
 
 
 async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
-    import uvicorn
-
     from agentenv_local.agents.cli import load_agent
-    from agentenv_local.env.serve import bind_socket
 
     try:
         agent = load_agent(spec, **config)
@@ -87,20 +77,13 @@ async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
                               hint=f"run it on its own to see why: python -m agentenv_local.agents {spec}") from None
     except Exception as exc:  # a broken agent module: say which and why
         raise AgentStartError(f"cannot load agent {spec!r}: {type(exc).__name__}: {exc}") from exc
-    sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(agent.app(), log_level="warning", lifespan="on",
-                                           timeout_graceful_shutdown=2, access_log=False))
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]), name=f"agent-{spec}")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while not server.started:
-        if task.done():
-            raise AgentStartError(f"agent {spec!r} did not start: {task.exception()!r}")
-        if loop.time() > deadline:
-            task.cancel()
-            raise AgentStartError(f"agent {spec!r} did not start in 30 s")
-        await asyncio.sleep(0.005)
+    try:
+        server, task, port = await start_server(agent.app(), task_name=f"agent-{spec}")
+    except NotStarted as e:
+        if e.timed_out:
+            e.task.cancel()
+            raise AgentStartError(f"agent {spec!r} did not start in {START_TIMEOUT_S:g} s") from None
+        raise AgentStartError(f"agent {spec!r} did not start: {e.error!r}") from None
     return HostedAgent(url=f"http://127.0.0.1:{port}", runtime="in_hub", _server=server, _task=task)
 
 

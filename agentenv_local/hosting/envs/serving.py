@@ -1,70 +1,41 @@
-"""Serving an instance's HTTP app (its gateway's, or a lone env server's) with uvicorn as a task on the hub's
-loop, on 127.0.0.1 and a free port; stopping it; reading the card it serves."""
+"""Serving an instance's HTTP app (its gateway's, or a lone env server's) in the hub (hosting/asgi.py); stopping
+it; reading the card it serves; the HTTP guard's policy for what the hub serves."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import socket
 from pathlib import Path
 from typing import Any
 
+from ..asgi import START_TIMEOUT_S, NotStarted, start_server, stop_server
 from .instance import DeployError, Instance
 
 log = logging.getLogger(__name__)
 
 
-def free_socket() -> socket.socket:
-    # One place makes listening sockets right (IPPROTO_TCP, so accepted connections get TCP_NODELAY).
-    from agentenv_local.env.serve import bind_socket
-
-    sock = bind_socket("127.0.0.1", 0)
-    sock.setblocking(False)
-    return sock
-
-
 async def serve(inst: Instance, gateway: Any, app: Any = None) -> str:
     """Serve `app` (default: the gateway's) with uvicorn on the hub loop; its base URL."""
-    import uvicorn
-
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    options: dict[str, Any] = {}
+    http = None
     if app is None:  # the gateway's own HTTP protocol answers 2026-revision tools/call off the socket
         from agentenv_local.gateway.fastpath import protocol_class
 
-        options["http"] = protocol_class(gateway)
-    config = uvicorn.Config(app if app is not None else gateway.app(), log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=2, access_log=False, **options)
-    server = uvicorn.Server(config)
-    inst.server = server
-    inst.serve_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]),
-                                                             name=f"gateway-{inst.instance_id}")
-    deadline = asyncio.get_running_loop().time() + 30
-    while not server.started:
-        if inst.serve_task.done():
-            exc = inst.serve_task.exception() if not inst.serve_task.cancelled() else None
-            raise DeployError(f"the gateway of {inst.instance_id} did not start: {exc!r}")
-        if asyncio.get_running_loop().time() > deadline:
-            raise DeployError(f"the gateway of {inst.instance_id} did not start in 30s")
-        await asyncio.sleep(0.01)
+        http = protocol_class(gateway)
+    try:
+        inst.server, inst.serve_task, port = await start_server(app if app is not None else gateway.app(),
+                                                                task_name=f"gateway-{inst.instance_id}", http=http)
+    except NotStarted as e:
+        inst.server, inst.serve_task = e.server, e.task  # stopped with the instance
+        if e.timed_out:
+            raise DeployError(f"the gateway of {inst.instance_id} did not start in {START_TIMEOUT_S:g}s") from None
+        raise DeployError(f"the gateway of {inst.instance_id} did not start: {e.error!r}") from None
     return f"http://127.0.0.1:{port}"
 
 
 async def stop_serving(inst: Instance) -> None:
     """Stop the instance's uvicorn server (gracefully for up to 8 s, then forced)."""
-    if inst.server is None:
-        return
-    inst.server.should_exit = True
-    if inst.serve_task is not None:
-        try:
-            await asyncio.wait_for(asyncio.shield(inst.serve_task), 8)
-        except (TimeoutError, Exception):
-            inst.server.force_exit = True
-            inst.serve_task.cancel()
-            with contextlib.suppress(BaseException):
-                await inst.serve_task
+    if inst.server is not None:
+        await stop_server(inst.server, inst.serve_task)
 
 
 async def fetch_card(card_url: str, gateway: Any) -> dict | None:
