@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sys
 import time
 from pathlib import Path
 
-from kits.servers import announced_subprocess, uvicorn_thread
+from kits.servers import announced_subprocess, run, serving_app, uvicorn_thread  # noqa: F401 - run: the tests' helper
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 REF_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
 
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-@contextlib.contextmanager
-def serving_app(app):
-    """Serve an ASGI app with uvicorn in a thread on 127.0.0.1 (a bind_socket port 0); yields the base URL."""
-    import uvicorn
-
-    from agentenv_local.env.serve import bind_socket
-
-    sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    try:
-        with uvicorn_thread(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2),
-                            sockets=[sock]):
-            yield f"http://127.0.0.1:{port}"
-    finally:
-        sock.close()
 
 
 @contextlib.contextmanager

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -14,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from kits.servers import announced_subprocess, end_process, uvicorn_thread
+from kits.servers import announced_subprocess, end_process, run, serving_app, uvicorn_thread  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,24 +21,11 @@ ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"
 
 
-def run(coro):
-    return asyncio.run(coro)
-
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serving_app(app):
-    """Serve an ASGI app with uvicorn in a thread on a free 127.0.0.1 port; yields the base URL."""
-    import uvicorn
-
-    port = free_port()
-    with uvicorn_thread(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")):
-        yield f"http://127.0.0.1:{port}"
 
 
 @contextlib.contextmanager

@@ -4,19 +4,15 @@ example envs, served on a free loopback port, and the deploy record a `deploy_en
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
+from kits.env_deploy import seed  # noqa: F401 - the tests' helper
 from kits.gateway import gateway_serving, http, load
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 ENVS = ROOT / "examples" / "envs"
-
-
-def seed(name: str) -> dict:
-    return json.loads((ENVS / name / "seed.json").read_text())
 
 
 def example(name: str):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 
-from kits.servers import announced_subprocess
+from kits.servers import announced_subprocess, run  # noqa: F401 - run: the tests' helper
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "envs"
@@ -18,9 +17,6 @@ CRM = EXAMPLES / "crm" / "server.py"
 MAIL_SEED = EXAMPLES / "mail" / "seed.json"
 CRM_SEED = EXAMPLES / "crm" / "seed.json"
 
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def load_seed(path: Path) -> dict:

@@ -9,24 +9,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kits.servers import agentenv_exe
+
 FINAL = ("passed", "failed", "error", "cancelled", "interrupted")
-
-
-def agentenv_exe() -> str:
-    here = Path(sys.executable).parent / "agentenv"
-    if here.exists():
-        return str(here)
-    found = shutil.which("agentenv")
-    assert found, "the agentenv console script is not installed"
-    return found
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:

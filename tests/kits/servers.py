@@ -4,6 +4,7 @@ and the reference's side venv. Real transports only."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -131,3 +132,24 @@ def piped_mcp(argv: list[str], calls: list[tuple[str, dict]], *, cwd=None, env: 
                           capture_output=True, text=True, timeout=timeout, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@contextlib.contextmanager
+def serving_app(app):
+    """Serve an ASGI app with uvicorn in a thread on 127.0.0.1 (a bind_socket port 0); yields the base URL."""
+    import uvicorn
+
+    from agentenv_local.env.serve import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    try:
+        with uvicorn_thread(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2),
+                            sockets=[sock]):
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        sock.close()

@@ -3,13 +3,13 @@ waiting for what the screen shows."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kits.hub import InProcessHub, bash_check, deploy, gate
+from kits.servers import run  # noqa: F401 - the tests' helper
 from tui.app import AgentenvTui
 from tui.data import HubSource
 
@@ -30,9 +30,6 @@ async def until(pilot, predicate: Callable[[], Any], timeout: float = 60, what: 
         await pilot.pause(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate} (last: {last!r})")
 
-
-def run(coro) -> Any:
-    return asyncio.run(coro)
 
 
 def app_on(hub: InProcessHub, **kwargs: Any) -> AgentenvTui:
