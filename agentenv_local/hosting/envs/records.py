@@ -55,7 +55,7 @@ class McpServerEnv(BaseModel):
     command: list[str] | None = None
     url: str | None = None
     image: str | None = None
-    run_as: Literal["in_process", "subprocess"] | None = None  # module envs: in the hub by default
+    run_as: Literal["in_process", "subprocess"] | None = None  # module envs: in the hub unless they have env_vars
     container_port: int | None = Field(default=None, ge=1, le=65535)  # image envs: where it serves (8000)
     mcp_path: str = "/mcp"
     env_vars: dict[str, str] = Field(default_factory=dict)
