@@ -36,6 +36,8 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_MAX_DATA_BODY = 128 * 1024 * 1024
 DRAIN_MAX = 1 << 30  # past this much of an oversize body, the connection is closed instead of read to the end
 DATA_PLANE_PATH = "/agentenv"
+# Hands a server we start its instance's admin token, which its data plane then requires (env/app.py reads it).
+ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"
 _SEEN_MAX = 256  # raw Host values remembered as allowed
 
 

@@ -26,12 +26,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from agentenv_local import jsonrpc
+from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
 
-ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"
 
 
 def _json(body: Any, status: int = 200) -> Any:

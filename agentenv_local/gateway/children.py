@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv_local import jsonrpc
+from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 
 from .wire import HttpStatusError, LeanHttp, dumps, jsonrpc_reply, next_id
 
 logger = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 60.0
-ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"  # a child env server's data-plane credential (agentenv_local.env.serve)
 TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
 REOPEN_TIMEOUT_S = 10.0
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from agentenv_local.errors import AgentenvError, NotFoundError
+from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 
-from .instance import ADMIN_TOKEN_ENV, DeployError, Instance, answers
+from .instance import DeployError, Instance, answers
 from .records import McpServerEnv
 
 CONTAINER_PORT = 8000  # where an image env serves in its container, unless it sets container_port

@@ -13,7 +13,6 @@ from typing import Any
 
 from agentenv_local.errors import AgentenvError
 
-ADMIN_TOKEN_ENV = "AGENTENV_ADMIN_TOKEN"  # read by agentenv_local.env.serve (env/app.py)
 INSTANCES = "env_instances"
 STATE = "env_instance_state"
 ADMIN = "env_instance_admin"  # {token}: the control plane's credential, apart from the listed records

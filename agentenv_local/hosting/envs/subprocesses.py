@@ -10,9 +10,10 @@ import socket
 import sys
 from pathlib import Path
 
+from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 from agentenv_local.procs import host_env, start_logged, stop_group
 
-from .instance import ADMIN_TOKEN_ENV, ChildProc, DeployError, Instance, answers
+from .instance import ChildProc, DeployError, Instance, answers
 from .records import McpServerEnv
 
 
