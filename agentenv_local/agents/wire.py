@@ -17,6 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+# JSON-RPC's standard codes, re-exported for the A2A server and client
+from agentenv_local.jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
+from agentenv_local.jsonrpc import INVALID_PARAMS as INVALID_PARAMS
+from agentenv_local.jsonrpc import INVALID_REQUEST as INVALID_REQUEST
+from agentenv_local.jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from agentenv_local.jsonrpc import PARSE_ERROR as PARSE_ERROR
+
 from .types import DataPart, FilePart, TextPart
 
 Dialect = Literal["0.3", "1.0"]
@@ -33,12 +40,7 @@ _ROLE_FROM_10 = {v: k for k, v in _ROLE_10.items()}
 METHODS_03 = {"message/send": "send", "tasks/get": "get", "tasks/cancel": "cancel"}
 METHODS_10 = {"SendMessage": "send", "GetTask": "get", "CancelTask": "cancel"}
 
-# JSON-RPC / A2A error codes
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+# A2A's own error codes
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
 UNSUPPORTED_OPERATION = -32004
