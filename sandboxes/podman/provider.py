@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+from agentenv_local.procs import pid_alive
 from agentenv_local.sandbox_api import (
     app_relative,
     host_kind,
@@ -100,13 +101,7 @@ def owner_alive(token: str | None) -> bool:
     if host != socket.gethostname() or not pid_text.isdigit():
         return True
     pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return started in ("?", _start_time(pid))
+    return pid_alive(pid) and started in ("?", _start_time(pid))
 
 
 def cgroup_cpu_limit(pid: int) -> float | None:

@@ -4,27 +4,12 @@ methods a client may call are an explicit list (wire.STORE_METHODS), the same on
 from __future__ import annotations
 
 import pytest
-from kits.hub import InProcessHub, bash_check, clean_env, deploy
+from kits.hub import bash_check, deploy
 
 from agentenv_local.errors import HubError, ValidationError
 from agentenv_local.hub import wire
 from agentenv_local.hub.launch import Job, Launcher, SessionSubmitter
 from agentenv_local.tasks.options import RunOptions
-
-
-@pytest.fixture
-def hub_and_client(tmp_path):
-    from agentenv_local.config import load_config
-    from agentenv_local.hub import connect
-
-    project = tmp_path / "proj"
-    project.mkdir()
-    hub = InProcessHub(project)
-    client = connect(start=project, config=load_config(project, environ=clean_env()), become_hub=False)
-    assert not client.is_hub
-    yield hub, client
-    client.close()
-    hub.close()
 
 
 def test_run_options_round_trip_and_refuse_what_they_do_not_know():

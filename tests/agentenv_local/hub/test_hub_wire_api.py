@@ -7,25 +7,10 @@ import json
 import socket
 
 import pytest
-from kits.hub import InProcessHub, bash_check, clean_env, deploy
+from kits.hub import bash_check, clean_env, deploy
 
 from agentenv_local.errors import AgentenvError, ConflictError, HubError, NotFoundError
 from agentenv_local.query import Query
-
-
-@pytest.fixture
-def hub_and_client(tmp_path):
-    from agentenv_local.config import load_config
-    from agentenv_local.hub import connect
-
-    project = tmp_path / "proj"
-    project.mkdir()
-    hub = InProcessHub(project)
-    client = connect(start=project, config=load_config(project, environ=clean_env()), become_hub=False)
-    assert not client.is_hub
-    yield hub, client
-    client.close()
-    hub.close()
 
 
 def test_store_calls_round_trip_bytes_queries_and_errors(hub_and_client):
