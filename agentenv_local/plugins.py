@@ -155,6 +155,7 @@ VALIDATORS = {
     "task_steps": "agentenv_local.tasks.step:plugin_problem",
     "sandbox_providers": "agentenv_local.sandbox_api:plugin_problem",
     "cli": "agentenv_local.cli.commands:plugin_problem",
+    "agents": "agentenv_local.agents.base:plugin_problem",
 }
 
 

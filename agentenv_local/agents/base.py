@@ -67,3 +67,10 @@ class Agent:
         from .server import serve
 
         serve(self, host, port, **options)
+
+
+def plugin_problem(name: str, obj: object) -> str | None:
+    """Why `obj` cannot be the agent `name` (an `agentenv_local.agents` entry), or None."""
+    if isinstance(obj, Agent) or (isinstance(obj, type) and issubclass(obj, Agent)):
+        return None
+    return "an agent must be a subclass (or an instance) of agentenv_local.agents.Agent"

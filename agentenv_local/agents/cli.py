@@ -19,15 +19,6 @@ from typing import Any
 from .base import Agent
 
 
-def _builtins() -> dict[str, str]:
-    from .builtin import BUILTIN
-
-    return BUILTIN
-
-
-BUILTINS = _builtins()
-
-
 class AgentLoadError(Exception):
     """The SPEC names no agent that can be loaded."""
 
@@ -41,7 +32,9 @@ def load_agent(spec: str | type | Agent, **config: Any) -> Agent:
         if not issubclass(spec, Agent):
             raise AgentLoadError(f"{spec.__name__} is not a subclass of agentenv_local.agents.Agent")
         return spec(**config)
-    spec = BUILTINS.get(spec, spec)
+    from .builtin import named_agents
+
+    spec = named_agents().get(spec, spec)
     module_ref, attr = _split_target(spec)
     try:
         module = load_module(module_ref)

@@ -3,7 +3,8 @@
 A stored agent (`agentenv agent put`) is a document in the `agents` collection, versioned like
 everything else: `{"spec": "scripted" | "tool-loop" | "human" | "file.py[:Class]" | "pkg.mod:Class",
 "url": an already-served agent, "config": default agent-config fields, "env_vars": {...},
-"description": ...}`. The built-in agents need no record: their names are their ids.
+"description": ...}`. Agents of the `agentenv_local.agents` entry-point group (ours: scripted, human,
+tool-loop; and plugins') need no record: their names are their ids.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from agentenv_local.errors import NotFoundError, ValidationError
 
-from .builtin import BUILTIN
+from .builtin import named_agents
 
 COLLECTION = "agents"
 BUILTIN_DESCRIPTIONS = {
@@ -39,7 +40,8 @@ def validate_body(body: dict[str, Any]) -> dict[str, Any]:
 
 def resolve(store: Any, agent_id: str, version: int | None = None) -> dict[str, Any]:
     """{"id", "version", "spec" | "url", "config", "env_vars", "builtin"} for a built-in name or a stored id."""
-    if agent_id in BUILTIN and version is None:
+    named = named_agents()
+    if agent_id in named and version is None:
         return {"id": agent_id, "version": None, "spec": agent_id, "url": None, "config": {}, "env_vars": {},
                 "builtin": True}
     doc = store.documents.find(COLLECTION, agent_id, version) if store is not None else None
@@ -47,9 +49,9 @@ def resolve(store: Any, agent_id: str, version: int | None = None) -> dict[str, 
         if ":" in agent_id or agent_id.endswith(".py"):  # a Python agent named directly
             return {"id": agent_id, "version": None, "spec": agent_id, "url": None, "config": {}, "env_vars": {},
                     "builtin": False}
-        known = ", ".join(sorted(BUILTIN))
+        known = ", ".join(sorted(named))
         raise NotFoundError(f"agent {agent_id!r}" + (f" v{version}" if version else "") + " not found",
-                            hint=f"built-in agents: {known}; store one with `agentenv agent put`; or name a "
+                            hint=f"agents by name: {known}; store one with `agentenv agent put`; or name a "
                                  "Python agent as `file.py:Class` / `package.module:Class`")
     body = doc["body"]
     return {"id": agent_id, "version": doc["version"], "spec": body.get("spec"), "url": body.get("url"),

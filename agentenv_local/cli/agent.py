@@ -65,12 +65,15 @@ def get(agent_id, version):
 @agent_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_agents(as_json):
-    """The built-in agents, then the stored ones."""
+    """The agents known by name (built-in, then plugins'), then the stored ones."""
     from agentenv_local.agents import registry
+    from agentenv_local.agents.builtin import named_agents
     from agentenv_local.query import Query
 
     rows: list[dict[str, Any]] = [{"id": name, "version": None, "kind": "built-in", "description": text}
             for name, text in registry.BUILTIN_DESCRIPTIONS.items()]
+    rows += [{"id": name, "version": None, "kind": f"plugin ({spec})", "description": ""}
+             for name, spec in sorted(named_agents().items()) if name not in registry.BUILTIN_DESCRIPTIONS]
     with session() as s:
         for doc in s.store.documents.query(Query(registry.COLLECTION)):
             body = doc["body"]

@@ -144,6 +144,7 @@ def test_plugin_list_json_shows_the_fake_plugin_and_the_builtins(fake_site):
     assert broken["status"] == "failed" and not broken["builtin"]
     assert broken["reason"].startswith("ImportError:") and "unobtainium" in broken["reason"]
     assert mine[("cli", "fake-hello")]["status"] == "active"
+    assert mine[("agents", "fake-shout")]["status"] == "active"
     assert mine[("cli", "fake-broken")]["status"] == "failed"
 
     builtins = contributions(report, "agentenv-local")
@@ -179,6 +180,27 @@ def test_the_plugin_cli_command_runs_through_agentenv(fake_site, tmp_path):
     done = agentenv("fake-hello", "--name", "tests", sites=(fake_site,), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "hello tests from agentenv-fake-plugin"
+
+
+def test_a_plugin_agent_is_named_like_a_built_in_and_answers_in_a_run(fake_site, tmp_path):
+    listed = agentenv("agent", "list", "--json", sites=(fake_site,), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["id"]: r for r in json.loads(listed.stdout)}
+    assert rows["fake-shout"]["kind"] == "plugin (agentenv_fake_plugin.agent:ShoutAgent)"
+    assert rows["scripted"]["kind"] == "built-in"
+    bundle = tmp_path / "shout"
+    (bundle / "tasks").mkdir(parents=True)
+    steps = []
+    for runtime in ("in_hub", "subprocess"):  # the hub imports it, or a process of its own does
+        steps += [{"id": f"agent_{runtime}", "type": "deploy_agent", "a2a_agent_id": "fake-shout",
+                   "agent_name": f"loud_{runtime}", "runtime": runtime},
+                  {"id": f"ask_{runtime}", "type": "prompt_agent", "agent_name": f"loud_{runtime}",
+                   "prompt": f"quiet please, {runtime}", "depends_on": [f"agent_{runtime}"]}]
+    (bundle / "tasks" / "shout.json").write_text(json.dumps(steps))
+    done = agentenv("run", str(bundle), "--json", sites=(fake_site,), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    answers = sorted(r["response"] for r in json.loads(done.stdout)[0]["context"]["prompt_responses"])
+    assert answers == ["QUIET PLEASE, IN_HUB", "QUIET PLEASE, SUBPROCESS"]
 
 
 def test_a_broken_plugin_does_not_break_help(fake_site, tmp_path):

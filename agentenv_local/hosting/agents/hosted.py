@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv_local.agents.builtin import BUILTIN
+from agentenv_local.agents.builtin import named_agents
 from agentenv_local.errors import AgentenvError
 from agentenv_local.procs import announced_url
 
@@ -56,9 +56,10 @@ class HostedAgent:
 
 
 def resolve_spec(spec: str, base_dir: Path | None = None) -> str:
-    """A built-in name, or `file.py[:Class]` (relative to `base_dir`), or `pkg.mod:Class`."""
-    if spec in BUILTIN:
-        return BUILTIN[spec]
+    """An agent's name (agents/builtin.py), or `file.py[:Class]` (relative to `base_dir`), or `pkg.mod:Class`."""
+    named = named_agents()
+    if spec in named:
+        return named[spec]
     path_part = spec.split(":", 1)[0]
     if path_part.endswith(".py") and base_dir is not None and not os.path.isabs(path_part):
         return str(base_dir / spec)
