@@ -34,11 +34,12 @@ def parts_of(rel: str, path: str, where: str) -> list[str]:
     return norm.split("/")
 
 
-def _what(st: os.stat_result) -> str:
-    mode = st.st_mode
+def file_kind(mode: int) -> str:
+    """What a file of this `st_mode` is, for a message: "a FIFO", "a character device", "a folder"..."""
     return ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a folder" if stat.S_ISDIR(mode) else "a regular file" if stat.S_ISREG(mode) else "a special file")
+            else "a socket" if stat.S_ISSOCK(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a regular file" if stat.S_ISREG(mode) else "a special file")
 
 
 class Refused(StepError):
@@ -50,7 +51,8 @@ class Refused(StepError):
 
 
 def _refuse(path: str, name: str, st: os.stat_result, where: str, doing: str) -> Refused:
-    return Refused(f"refusing to {doing} {path!r} in {where}: {name!r} is {_what(st)}", _what(st))
+    kind = file_kind(st.st_mode)
+    return Refused(f"refusing to {doing} {path!r} in {where}: {name!r} is {kind}", kind)
 
 
 def _lstat(name: str, dir_fd: int) -> os.stat_result | None:

@@ -28,6 +28,7 @@ from agentenv_local.config import schema
 from agentenv_local.config.masking import MASK, is_secret_key, mask_value, url_userinfo
 from agentenv_local.config.refs import Ref, parse_ref
 from agentenv_local.errors import ConfigError
+from agentenv_local.nofollow import file_kind
 from agentenv_local.paths import ProjectPaths, find_state_dir
 from agentenv_local.untrusted import UntrustedInputError, parse_toml
 
@@ -147,10 +148,7 @@ def _not_a_config_file(path: Path) -> str | None:
     if stat.S_ISDIR(st.st_mode):
         return "a directory"
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
-                else "a special file")
-        return f"{kind}, not a regular file"
+        return f"{file_kind(st.st_mode)}, not a regular file"
     if st.st_size > MAX_CONFIG_BYTES:
         return f"a file of {st.st_size} bytes, over the limit of {MAX_CONFIG_BYTES} for a config file"
     return None
