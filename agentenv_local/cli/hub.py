@@ -87,7 +87,7 @@ def down(force):
         return 0
     paths = project_paths()
     try:
-        conn = _Connection(paths.socket_file)
+        conn = _Connection(paths)
     except OSError:
         conn = None  # it is starting or already stopping: wait for the lock below
     if conn is not None:
@@ -115,12 +115,12 @@ def _held(paths) -> bool:
 
 def _force_down(paths) -> int:
     """Signal the hub's process without asking it: the only way to stop one that cannot answer."""
-    from agentenv_local.hub.session import _hub_pid
+    from agentenv_local.hub.session import hub_pid
 
     if not _held(paths):
         click.echo("No hub is running for this project.")
         return 0
-    pid = _hub_pid(paths.state_dir)
+    pid = hub_pid(paths)
     if pid is None or b"agentenv" not in _cmdline(pid):
         raise click.ClickException(f"cannot tell which process holds {paths.lock_file}; find it with "
                                    f"`fuser {paths.lock_file}` and stop it with `kill PID`")

@@ -159,12 +159,13 @@ class _Connection:
     every second that the hub's process is not stopped (kill -STOP, Ctrl-Z), and every `answer_s`/2
     that the hub still answers a hello on another connection (a busy hub does, a stuck one not)."""
 
-    def __init__(self, path: Path, answer_s: float = 5.0, pid: int | None = None):
-        self.path, self.answer_s, self.pid = Path(path), answer_s, pid
+    def __init__(self, paths: ProjectPaths, answer_s: float = 5.0, pid: int | None = None):
+        # the project's paths, not just the socket's: a deep project's socket is not in its state folder
+        self.paths, self.answer_s, self.pid = paths, answer_s, pid
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(answer_s)  # a stopped hub with a full backlog would block connect()
         try:
-            self.sock.connect(str(path))
+            self.sock.connect(str(paths.socket_file))
         except BaseException:
             self.sock.close()
             raise
@@ -191,14 +192,14 @@ class _Connection:
             except TimeoutError:
                 now = time.monotonic()
                 if _stopped(self._hub_pid()):
-                    raise _unresponsive(self.path.parent, self._hub_pid(), method, stopped=True) from None
+                    raise _unresponsive(self.paths, self._hub_pid(), method, stopped=True) from None
                 if method in _INSTANT:  # a live hub answers these at once, busy or not
                     if now - started >= self.answer_s:
-                        raise _unresponsive(self.path.parent, self._hub_pid(), method) from None
+                        raise _unresponsive(self.paths, self._hub_pid(), method) from None
                 elif now - last_probe >= self.answer_s / 2:  # a busy hub still answers a hello
                     last_probe = now
-                    if not _answers_hello(self.path, self.answer_s / 2):
-                        raise _unresponsive(self.path.parent, self._hub_pid(), method) from None
+                    if not _answers_hello(self.paths.socket_file, self.answer_s / 2):
+                        raise _unresponsive(self.paths, self._hub_pid(), method) from None
                 if timeout is not None and now - started > timeout:
                     raise HubError(f"the hub (pid {self._hub_pid() or '?'}) did not answer {method} within "
                                    f"{timeout:.0f} s, though it is alive",
@@ -214,7 +215,7 @@ class _Connection:
 
     def _hub_pid(self) -> int | None:
         if self.pid is None:
-            self.pid = _hub_pid(self.path.parent)
+            self.pid = hub_pid(self.paths)
         return self.pid
 
     def request(self, method: str, args: list, kwargs: dict) -> Any:
@@ -240,9 +241,10 @@ class _Connection:
             pass
 
 
-def _hub_pid(state_dir: Path) -> int | None:
+def hub_pid(paths: ProjectPaths) -> int | None:
+    """The pid the running hub wrote into hub.json (None when there is none to read)."""
     try:
-        return int(json.loads((state_dir / "hub.json").read_text())["pid"])
+        return int(json.loads(paths.hub_info_file.read_text())["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -273,8 +275,8 @@ def _answers_hello(path: Path, timeout: float) -> bool:
         return True  # gone or going: the call's own connection will say so
 
 
-def _unresponsive(state_dir: Path, pid: int | None, method: str = "", stopped: bool = False) -> HubError:
-    who = f"the hub of this project (pid {pid})" if pid else f"the hub for {state_dir}"
+def _unresponsive(paths: ProjectPaths, pid: int | None, method: str = "", stopped: bool = False) -> HubError:
+    who = f"the hub of this project (pid {pid})" if pid else f"the hub for {paths.state_dir}"
     if stopped:
         return HubError(f"{who} is stopped (by kill -STOP or Ctrl-Z), so it cannot answer",
                         hint=f"let it go on with `kill -CONT {pid}`, or stop it with `agentenv down --force`; "
@@ -314,7 +316,7 @@ class RemoteSession(Session):
         return self._conn.request(method, list(args), kwargs)
 
     def subscribe(self, run_ids: list[str] | None = None) -> EventStream:
-        conn = _Connection(self.paths.socket_file, self._conn.answer_s, self._conn.pid)
+        conn = _Connection(self.paths, self._conn.answer_s, self._conn.pid)
         self._streams.append(conn)
         conn.send({"id": 0, "method": "events.subscribe", "kwargs": {"run_ids": run_ids}})
         conn.readline("events.subscribe")  # "subscribed"
@@ -378,7 +380,7 @@ def connect(start: Path | None = None, config: Any = None, long_lived: bool = Fa
             raise HubError(f"a hub is already running for {paths.state_dir}" + _pid_note(paths),
                            hint="stop it with `agentenv down`, or just use it: commands reach it by themselves")
         try:
-            conn = _Connection(paths.socket_file, answer_s=timeout)
+            conn = _Connection(paths, answer_s=timeout)
         except (FileNotFoundError, ConnectionRefusedError, TimeoutError):
             if not become_hub and not lock.is_held_elsewhere():
                 raise HubError(f"no hub is running for {paths.state_dir}")
@@ -396,12 +398,18 @@ def connect(start: Path | None = None, config: Any = None, long_lived: bool = Fa
                 conn.close()
                 raise
         if time.monotonic() > deadline:
-            raise _unresponsive(paths.state_dir, _hub_pid(paths.state_dir), stopped=_stopped(_hub_pid(paths.state_dir)))
+            raise _not_answering(paths)
         time.sleep(0.02)  # the hub is still starting: its socket appears in a moment
 
 
+def _not_answering(paths: ProjectPaths) -> HubError:
+    """What to say about a hub that holds the lock but did not let us in: stopped, or stuck."""
+    pid = hub_pid(paths)
+    return _unresponsive(paths, pid, stopped=_stopped(pid))
+
+
 def _pid_note(paths: ProjectPaths) -> str:
-    pid = _hub_pid(paths.state_dir)
+    pid = hub_pid(paths)
     return f" (pid {pid})" if pid else ""
 
 
@@ -412,12 +420,11 @@ def hub_status(start: Path | None = None, answer_s: float = 5.0) -> dict | None:
     if not paths.state_dir.exists() or not HubLock(paths.lock_file).is_held_elsewhere():
         return None
     try:
-        conn = _Connection(paths.socket_file, answer_s=answer_s)
+        conn = _Connection(paths, answer_s=answer_s)
     except (FileNotFoundError, ConnectionRefusedError):
         return {"pid": None, "state": "starting or stuck", "state_dir": str(paths.state_dir)}
     except TimeoutError:
-        raise _unresponsive(paths.state_dir, _hub_pid(paths.state_dir),
-                            stopped=_stopped(_hub_pid(paths.state_dir))) from None
+        raise _not_answering(paths) from None
     try:
         return conn.request("hub.status", [], {})
     except (_HubGone, OSError):  # it is closing: it hangs up on new connections

@@ -41,9 +41,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def detached_hub(tmp_path):
-    project = tmp_path / "proj"
-    project.mkdir()
+def detached_hub(tmp_path, request):
+    # "deep": a project whose hub socket lives outside its state folder (paths.short_socket_path)
+    project = tmp_path / ("deep-" * 20 if getattr(request, "param", "") == "deep" else "") / "proj"
+    project.mkdir(parents=True)
     started = agentenv(project, "up", "--detach")
     assert started.returncode == 0, started.stderr
     pid = json.loads((project / ".agentenv" / "hub.json").read_text())["pid"]
@@ -57,6 +58,7 @@ def detached_hub(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("detached_hub", ["short", "deep"], indirect=True)
 def test_a_stopped_hub_gives_a_clear_error_instead_of_a_hang(detached_hub):
     project, pid = detached_hub
     assert agentenv(project, "runs", "list").returncode == 0
