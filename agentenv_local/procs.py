@@ -58,6 +58,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def cmdline(pid: int) -> bytes:
+    """The NUL-separated command line of `pid` (b"" when it is gone or unreadable): to check that a pid read
+    from a file still is the process we started, not another one that got the number since."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def stop_group(pid: int, grace_s: float = 3.0) -> None:
     """Stop `pid` and its process group (a server started in its own session): SIGTERM, up to `grace_s` for it to
     go (reaping it when it is our child), then SIGKILL the same way. Blocking: call it off the event loop."""

@@ -121,7 +121,9 @@ def _force_down(paths) -> int:
         click.echo("No hub is running for this project.")
         return 0
     pid = hub_pid(paths)
-    if pid is None or b"agentenv" not in _cmdline(pid):
+    from agentenv_local.procs import cmdline
+
+    if pid is None or b"agentenv" not in cmdline(pid):
         raise click.ClickException(f"cannot tell which process holds {paths.lock_file}; find it with "
                                    f"`fuser {paths.lock_file}` and stop it with `kill PID`")
     for first in (signal.SIGCONT, signal.SIGTERM):  # a stopped process acts on SIGTERM once continued
@@ -138,11 +140,3 @@ def _force_down(paths) -> int:
         if sig is not None:
             os.kill(pid, sig)
     raise click.ClickException(f"the hub (pid {pid}) still holds {paths.lock_file} after SIGKILL")
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""

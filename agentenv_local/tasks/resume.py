@@ -19,6 +19,8 @@ import os
 import signal
 from typing import Any
 
+from agentenv_local.procs import cmdline
+
 from .model import Task, ancestors
 
 # Built-in steps that only read and record (plugins set `records_only = True` on their class).
@@ -58,9 +60,11 @@ def forget(state: dict, lost: list[str], redo: set[str]) -> None:
     for record in state.get("deployed_envs", []) + state.get("deployed_agents", []):
         if record.get("step_id") in gone and not record.get("torn_down"):
             record.update(torn_down=True, lost_on_resume=True)
-            if record.get("runtime") == "subprocess" and record.get("pid"):
+            pid = int(record.get("pid") or 0)
+            # only if that pid still is an agent server: the number may belong to another process by now
+            if record.get("runtime") == "subprocess" and pid and b"agentenv_local.agents" in cmdline(pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(record["pid"]), signal.SIGTERM)
+                    os.kill(pid, signal.SIGTERM)
     torn = state.setdefault("metadata", {}).setdefault("torn_down_sandbox_ids", [])
     for record in state.get("deployed_sandboxes", []):
         if record.get("step_id") in gone and record.get("sandbox_id") not in torn:
