@@ -104,6 +104,14 @@ def owner_alive(token: str | None) -> bool:
     return pid_alive(pid) and started in ("?", _start_time(pid))
 
 
+def _still_running(container: Any) -> bool:
+    try:
+        container.reload()
+    except Exception:  # removed meanwhile: not running
+        return False
+    return bool(((container.attrs or {}).get("State") or {}).get("Running"))
+
+
 def cgroup_cpu_limit(pid: int) -> float | None:
     """The CPUs the cgroup of process `pid` may use (0.0: no limit), or None when it cannot be read."""
     try:
@@ -478,7 +486,9 @@ class PodmanSandboxProvider(SandboxProvider):
                             hint="see `podman info`; for a bad image, `podman run --rm -it IMAGE`") from exc
         pid = ((container.attrs or {}).get("State") or {}).get("Pid") or 0
         applied = cgroup_cpu_limit(int(pid)) if pid else None
-        if applied is not None and applied <= 0:  # asked for, not enforced: refuse rather than pretend
+        if applied is not None and applied <= 0 and _still_running(container):
+            # asked for, not enforced: refuse rather than pretend (a container that already exited is reported
+            # by the caller with its logs; its cgroup may be gone or half torn down)
             raise CpuNotEnforced(f"sandbox {sandbox_id}: podman did not apply the CPU limit ({spec.cpu} CPUs): the "
                             "container's cgroup has no CPU quota",
                             hint="check `podman info` (cgroup manager, rootless cgroups v1 cannot limit CPU), "

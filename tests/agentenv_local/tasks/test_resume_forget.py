@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from agentenv_local.procs import pid_alive
+from agentenv_local.procs import announced_url, pid_alive
 from agentenv_local.tasks.resume import forget
 
 
@@ -26,8 +26,10 @@ def _gone_within(proc: subprocess.Popen, seconds: float) -> bool:
 
 def test_a_left_behind_agent_is_stopped_and_its_record_marked():
     agent = subprocess.Popen([sys.executable, "-m", "agentenv_local.agents", "scripted", "--port", "0"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
+        assert agent.stderr is not None  # left behind means serving: wait for its "serving on" line
+        assert any(announced_url(line) for line in agent.stderr), "the agent never served"
         state = _state(agent.pid)
         forget(state, ["agent"], {"agent"})
         assert _gone_within(agent, 30)
