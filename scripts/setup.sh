@@ -29,11 +29,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 # The tests also drive our envs, gateway and agents with the reference's own SDK and clients
-# (agentenv-framework-protocol with its agent extra, on mcp 1.x and a2a-sdk 0.3), so it lives in a
-# side venv, never in .venv.
-if [ "$want_test" = 1 ] && ! { [ -x .venv-ref/bin/python ] && .venv-ref/bin/python -c "import a2a, agentenv_protocol" 2>/dev/null; }; then
+# (agentenv-framework-protocol with its agent extra, on mcp 1.x and a2a-sdk 0.3), and copy the bundles that
+# ship inside the reference (agentenv-framework) to run them unchanged, so it lives in a side venv, never in
+# .venv.
+if [ "$want_test" = 1 ] && ! { [ -x .venv-ref/bin/python ] && .venv-ref/bin/python -c "import a2a, agentenv_protocol, agent_env" 2>/dev/null; }; then
   if { [ -x .venv-ref/bin/python ] || "$python" -m venv .venv-ref; } && .venv-ref/bin/python -m pip install \
-      --disable-pip-version-check -q "agentenv-framework-protocol[agent]" "mcp>=1.25,<2"; then
+      --disable-pip-version-check -q "agentenv-framework-protocol[agent]" "agentenv-framework==0.9.1364" "mcp>=1.25,<2"; then
     :
   else
     echo "warning: could not install the reference's SDK into .venv-ref; its compatibility tests will be skipped" >&2
