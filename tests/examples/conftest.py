@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kits.example_envs import CRM, CRM_SEED, MAIL, MAIL_SEED, load_seed, rpc
+from kits.data_plane import rpc
+from kits.example_envs import CRM, CRM_SEED, MAIL, MAIL_SEED, load_seed
 
 
 @pytest.fixture()

@@ -8,6 +8,8 @@ import base64
 
 import httpx2
 import pytest
+from kits.data_plane import rpc
+from kits.env_sdk import env_subprocess
 from kits.example_envs import (
     CRM,
     CRM_SEED,
@@ -16,11 +18,9 @@ from kits.example_envs import (
     call,
     call_all,
     dump,
-    env_subprocess,
     error_code,
     exported,
     load_seed,
-    rpc,
     run,
 )
 
@@ -235,7 +235,7 @@ def test_crm_over_http_with_roles_and_fault_injection(tmp_path):
     from mcp.client.streamable_http import streamable_http_client
 
     seed = load_seed(CRM_SEED)
-    with env_subprocess(CRM, env_vars={"CRM_DB": str(tmp_path / "crm.sqlite")}) as base:
+    with env_subprocess(CRM, env_vars={"CRM_DB": str(tmp_path / "crm.sqlite")}) as (base, _proc):
         with httpx2.Client(timeout=30) as h:
             card = h.get(base + "/.well-known/agent-env.json").json()
             assert card["name"] == "crm" and {t["name"] for t in card["capabilities"]["tools"]} == CRM_TOOLS

@@ -9,16 +9,16 @@ import sqlite3
 
 import httpx2
 import pytest
+from kits.data_plane import rpc
+from kits.env_sdk import env_subprocess
 from kits.example_envs import (
     MAIL,
     MAIL_SEED,
     call,
     call_all,
-    env_subprocess,
     error_code,
     exported,
     load_seed,
-    rpc,
     run,
 )
 
@@ -205,7 +205,7 @@ def test_mail_over_http_subprocess(tmp_path):
 
     db = tmp_path / "mail.sqlite"
     seed = load_seed(MAIL_SEED)
-    with env_subprocess(MAIL, env_vars={"MAIL_DB": str(db)}) as base:
+    with env_subprocess(MAIL, env_vars={"MAIL_DB": str(db)}) as (base, _proc):
         with httpx2.Client(timeout=30) as h:
             card = h.get(base + "/.well-known/agent-env.json").json()
             assert card["name"] == "mail" and card["capabilities"]["operations"] == ["data/reset", "data/add",

@@ -34,8 +34,9 @@ def on_hub(session, coro, timeout: float = 120):
     return asyncio.run_coroutine_threadsafe(coro, session.hub.loop).result(timeout)
 
 
-def call_tool(mcp_url: str, name: str, args: dict | None = None, headers: dict | None = None):
-    """tools/list then tools/call over streamable HTTP with an mcp 2.x client; (tool names, result)."""
+def call_tool(mcp_url: str, name: str, args: dict | None = None):
+    """tools/list then tools/call over streamable HTTP with an mcp 2.x client; (tool names, result). (A call through
+    a gateway's REST `/step` is kits.env_steps.step_call_tool.)"""
     from mcp import Client
 
     async def go():
@@ -67,14 +68,6 @@ def pid_alive(pid: int) -> bool:
 def admin(session, record: dict) -> dict:
     """The headers that carry a deployed instance's admin token (the control plane's credential)."""
     return {"Authorization": f"Bearer {session.hub.envs.admin_token(record['instance_id'])}"}
-
-
-def rpc(url: str, method: str, params: dict, headers: dict | None = None) -> dict:
-    import httpx2
-
-    r = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30,
-                    headers=headers)
-    return r.json()
 
 
 def seed(name: str) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from kits.data_plane import rpc
 from kits.env_deploy import seed  # noqa: F401 - the tests' helper
 from kits.gateway import gateway_serving, http, load
 
@@ -36,17 +37,13 @@ def deployed_env(run, env_id: str, children: dict, **options):
         yield base, gw
 
 
-def rpc(base: str, child: str | None, method: str, params: dict | None = None) -> dict:
-    path = f"/svc/mcp-{child}/agentenv" if child else "/agentenv"
-    with http(base) as h:
-        return h.post(path, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}).json()
-
-
 def data_of(base: str, child: str) -> dict:
-    return rpc(base, child, "data/get")["result"]["parts"][0]["data"]
+    return rpc(base, "data/get", child=child)["result"]["parts"][0]["data"]
 
 
-def call_tool(base: str, tool: str, args: dict, role: str | None = None) -> dict:
+def step_call_tool(base: str, tool: str, args: dict, role: str | None = None) -> dict:
+    """A `call_tool` action through the gateway's REST `/step` (as `role`); the tool result as a dict. (An MCP
+    client's call is kits.env_deploy.call_tool.)"""
     headers = {"AgentEnv-Role": role} if role else {}
     with http(base, **headers) as h:
         return h.post("/step", json={"action": "call_tool", "tool_name": tool, "arguments": args}).json()

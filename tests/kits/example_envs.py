@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
 from pathlib import Path
 
-from kits.servers import announced_subprocess, run  # noqa: F401 - run: the tests' helper
+from kits.data_plane import rpc
+from kits.servers import run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "envs"
@@ -26,11 +24,6 @@ def load_seed(path: Path) -> dict:
 def dump(result) -> dict:
     """An mcp `CallToolResult` in wire form, without `_meta`."""
     return result.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"meta", "result_type"})
-
-
-def rpc(env, method: str, params: dict | None = None) -> dict:
-    """One in-process data-plane request."""
-    return run(env.data_rpc({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}))
 
 
 def exported(env) -> dict:
@@ -60,10 +53,3 @@ def error_code(result) -> str:
     assert result.is_error, dump(result)
     return result.structured_content["code"]
 
-
-@contextlib.contextmanager
-def env_subprocess(target: Path, env_vars: dict | None = None):
-    """`python -m agentenv_local.env TARGET --port 0` as a subprocess; yields its base URL."""
-    with announced_subprocess([sys.executable, "-m", "agentenv_local.env", str(target), "--port", "0"], what="env",
-                              env={**os.environ, **(env_vars or {})}, drain=False) as (url, _proc):
-        yield url

@@ -12,6 +12,7 @@ import sys
 
 import httpx2
 import pytest
+from kits.data_plane import request
 from kits.servers import ROOT, agentenv_exe, announced_subprocess, uvicorn_thread
 
 NOTES = ROOT / "examples" / "envs" / "notes" / "server.py"
@@ -50,10 +51,6 @@ def bearer(token):
     return {"Authorization": f"Bearer {token}"}
 
 
-def rpc(method, params=None):
-    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-
-
 WRITES = [
     ("POST", "/tools/enable", {"role": "*", "tools": "*"}),
     ("POST", "/tools/disable", {"role": "*", "tools": "*"}),
@@ -63,15 +60,15 @@ WRITES = [
                                                   "actions": [{"type": "tool", "tool": "notes_list_notes"}]}]}),
     ("POST", "/triggers/remove", {"ids": ["armed"]}),
     ("POST", "/triggers/clear", {}),
-    ("POST", "/svc/mcp-notes/agentenv", rpc("data/reset")),
-    ("POST", "/svc/mcp-sub/agentenv", rpc("data/reset")),
+    ("POST", "/svc/mcp-notes/agentenv", request("data/reset")),
+    ("POST", "/svc/mcp-sub/agentenv", request("data/reset")),
 ]
 
 
 def snapshot(base, gw):
     """What a refused write must leave as it was: rules, clock, triggers and both children's data."""
     with httpx2.Client(base_url=base, timeout=30, headers=bearer(gw.admin_token)) as h:
-        data = {c: h.post(f"/svc/mcp-{c}/agentenv", json=rpc("data/get")).json() for c in ("notes", "sub")}
+        data = {c: h.post(f"/svc/mcp-{c}/agentenv", json=request("data/get")).json() for c in ("notes", "sub")}
     return gw.access.rules, gw.clock.state(), gw.engine.state(), data
 
 
@@ -87,8 +84,8 @@ def prepare(base, gw):
              "actions": [{"type": "tool", "tool": "notes_list_notes"}]}]})
         assert r.status_code == 200, r.text
         for child in ("notes", "sub"):
-            h.post(f"/svc/mcp-{child}/agentenv", json=rpc("data/reset"))
-            assert h.post(f"/svc/mcp-{child}/agentenv", json=rpc("data/add", SEED)).json()["result"] == {}
+            h.post(f"/svc/mcp-{child}/agentenv", json=request("data/reset"))
+            assert h.post(f"/svc/mcp-{child}/agentenv", json=request("data/add", SEED)).json()["result"] == {}
 
 
 def test_every_write_is_refused_without_the_admin_token_and_changes_nothing(gateway):
@@ -103,7 +100,7 @@ def test_every_write_is_refused_without_the_admin_token_and_changes_nothing(gate
                     r = h.request(method, path, json=body)
                     assert r.status_code == 401, (creds, path, r.status_code, r.text)
                     assert "admin token" in r.json()["error"]
-                assert h.post("/agentenv", json=rpc("data/reset")).status_code == 401  # the env-level data plane
+                assert h.post("/agentenv", json=request("data/reset")).status_code == 401  # the env-level data plane
         assert snapshot(base, gw) == before
     finally:
         gw.access.unbind_token("manager")
@@ -125,9 +122,9 @@ def test_the_data_plane_of_an_env_server_the_gateway_started_needs_the_token(gat
     prepare(base, gw)
     child = next(c for c in gw.children if c.name == "sub")
     assert child.base and child.proc is not None  # a subprocess on loopback, reachable past the gateway
-    r = httpx2.post(child.base + "/agentenv", json=rpc("data/reset"), timeout=30)
+    r = httpx2.post(child.base + "/agentenv", json=request("data/reset"), timeout=30)
     assert r.status_code == 401 and "admin token" in r.json()["error"]["message"]
-    got = httpx2.post(child.base + "/agentenv", json=rpc("data/get"), headers=bearer(gw.admin_token), timeout=30)
+    got = httpx2.post(child.base + "/agentenv", json=request("data/get"), headers=bearer(gw.admin_token), timeout=30)
     assert "keep me" in got.text  # not reset
 
 
@@ -273,10 +270,10 @@ def test_an_opted_in_gateway_serves_the_reference_open_control_plane():
             assert h.put("/clock/set-time", json={"virtual_time": "2030-01-01T00:00:00Z",
                                                   "mode": "frozen"}).status_code == 200
             assert h.post("/triggers/clear").status_code == 200
-            assert h.post("/svc/mcp-sub/agentenv", json=rpc("data/reset")).json()["result"] == {}
+            assert h.post("/svc/mcp-sub/agentenv", json=request("data/reset")).json()["result"] == {}
             assert h.get("/state", headers=EVIL).status_code == 421  # Host and Origin checks stay
         sub = next(c for c in gw.children if c.name == "sub")
-        assert httpx2.post(sub.base + "/agentenv", json=rpc("data/get"), timeout=30).status_code == 200
+        assert httpx2.post(sub.base + "/agentenv", json=request("data/get"), timeout=30).status_code == 200
 
 
 def test_env_and_agent_servers_refuse_a_foreign_host_and_origin(tmp_path):
@@ -296,7 +293,7 @@ def test_env_and_agent_servers_refuse_a_foreign_host_and_origin(tmp_path):
         r = httpx2.post(agent_base + "/a2a", content=deep, headers={"content-type": "application/json"}, timeout=30)
         assert r.status_code == 200 and r.json()["error"]["code"] == -32700
         # a standalone env server (no token given) keeps the reference's open data plane
-        assert httpx2.post(env_base + "/agentenv", json=rpc("data/get"), timeout=30).status_code == 200
+        assert httpx2.post(env_base + "/agentenv", json=request("data/get"), timeout=30).status_code == 200
 
 
 # --- a deployed instance: the hub holds the token, the CLI shows it on request only ---------------------------------
@@ -319,7 +316,7 @@ def test_a_deployed_instance_keeps_its_token_out_of_records_events_and_listings(
         r = httpx2.post(base + "/tools/disable", json={"role": "a", "tools": ["x"]}, headers=bearer(token), timeout=30)
         assert r.status_code == 200
         child = record["children"][0]
-        assert httpx2.post(child["url"].removesuffix("/mcp") + "/agentenv", json=rpc("data/reset"),
+        assert httpx2.post(child["url"].removesuffix("/mcp") + "/agentenv", json=request("data/reset"),
                            timeout=30).status_code == 401
         listed = subprocess.run([agentenv_exe(), "env", "instances", "--json"], cwd=tmp_path, capture_output=True,
                                 text=True, timeout=60, check=False)

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 
 import httpx2
+from kits.data_plane import rpc
 from kits.env_sdk import run, serving
 
 from agentenv_local.env import FilePart
-
-
-def rpc(env, method, params=None):
-    return run(env.data_rpc({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}))
 
 
 def test_notes_tools_use_role_and_virtual_time(notes_env):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx2
 import pytest
+from kits.data_plane import rpc
 from kits.env_deploy import (
     EXAMPLES,
     admin,
@@ -12,7 +13,6 @@ from kits.env_deploy import (
     pid_alive,
     put_env,
     result_text,
-    rpc,
     seed,
 )
 

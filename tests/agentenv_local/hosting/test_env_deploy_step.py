@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kits.env_deploy import EXAMPLES, admin, on_hub, put_env, rpc
+from kits.data_plane import rpc
+from kits.env_deploy import EXAMPLES, admin, on_hub, put_env
 
 
 def test_deploy_env_step_loads_an_artifact_and_tears_down(session):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from kits.env_steps import call_tool, deployed_env, example, rpc, seed
+from kits.data_plane import rpc
+from kits.env_steps import deployed_env, example, seed, step_call_tool
 
 
 def step(run, **fields):
@@ -21,9 +22,9 @@ def stored_files(run, artifact_id):
 
 def test_snapshot_stores_the_change_rows_beside_the_data(run):
     with deployed_env(run, "office", {"mail": example("mail"), "crm": example("crm")}) as (base, _gw):
-        rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+        rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]}, child="crm")
         deal = seed("crm")["deals"][0]
-        moved = call_tool(base, "update_deal_stage", {"deal_id": deal["id"], "stage": "closed_lost"}, role="sales")
+        moved = step_call_tool(base, "update_deal_stage", {"deal_id": deal["id"], "stage": "closed_lost"}, role="sales")
         assert moved["isError"] is False and "_meta" not in moved
         run.execute(step(run, id="snap", type="snapshot_env", env_id="office", include_env_changes=True))
         files = stored_files(run, run.metadata["env_snapshotted_universes"]["snap"]["id"])

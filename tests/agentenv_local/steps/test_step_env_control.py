@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from kits.env_steps import call_tool, data_of, deployed_env, example, http, rpc, seed
+from kits.data_plane import rpc
+from kits.env_steps import data_of, deployed_env, example, http, seed, step_call_tool
 
 from agentenv_local.env import Env, environment_card, extension, tool
 from agentenv_local.errors import StepError
@@ -16,8 +17,8 @@ from agentenv_local.errors import StepError
 def office(run):
     """mail + crm behind one gateway, both seeded; the run's deployed_envs points at it."""
     with deployed_env(run, "office", {"mail": example("mail"), "crm": example("crm")}) as (base, gw):
-        rpc(base, "mail", "data/add", {"parts": [{"kind": "data", "data": seed("mail")}]})
-        rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+        rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("mail")}]}, child="mail")
+        rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]}, child="crm")
         yield run, base, gw
 
 
@@ -40,7 +41,7 @@ def test_reset_env_empties_every_service_and_skips_those_without_reset(run):
             return "pong"
 
     with deployed_env(run, "mixed", {"crm": example("crm"), "plain": Plain()}) as (base, _):
-        rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+        rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]}, child="crm")
         assert data_of(base, "crm")["accounts"]
         run.execute(step(run, type="reset_env", env_id="mixed"))
         assert data_of(base, "crm") == {"accounts": [], "contacts": [], "deals": [], "activities": []}
@@ -51,7 +52,7 @@ def test_modify_env_tool_access_disables_and_enables(office):
     run, base, _ = office
     run.execute(step(run, type="modify_env_tool_access", env_id="office", action="disable", role="agent",
                      tools=["send_email"]))
-    refused = call_tool(base, "send_email", {"to": ["a@x.example"], "subject": "s", "body": "b"}, role="agent")
+    refused = step_call_tool(base, "send_email", {"to": ["a@x.example"], "subject": "s", "body": "b"}, role="agent")
     assert refused == {"error": "Tool 'send_email' is disabled for role 'agent'"}
     with http(base) as h:
         assert h.get("/state").json()["roles"]["agent"] == {"disabled": ["send_email"], "allowed": []}
@@ -134,7 +135,7 @@ def test_register_env_triggers_and_await_fired(office):
     def provoke():
         time.sleep(0.5)
         calling.set()
-        call_tool(base, "search_emails", {"query": "pipeline"}, role="agent")
+        step_call_tool(base, "search_emails", {"query": "pipeline"}, role="agent")
 
     threading.Thread(target=provoke, daemon=True).start()
     run.execute(s)
@@ -182,7 +183,7 @@ def test_apply_server_config_calls_the_advertised_extension(office):
     run.execute(step(run, type="apply_server_config", env_id="office", directives=[
         {"service": "crm", "uri": "urn:agentenv:set-errors/v1",
          "args": {"tool_name": "find_account", "error_rate": 1.0, "error_type": "unavailable"}}]))
-    failed = call_tool(base, "find_account", {"name": "acme"})
+    failed = step_call_tool(base, "find_account", {"name": "acme"})
     assert failed["isError"] is True and "injected fault" in failed["content"][0]["text"]
     applied = run.metadata["server_configs"]["s"]["applied"]
     assert [(a["service"], a["uri"]) for a in applied] == [("crm", "urn:agentenv:set-errors/v1")]
@@ -190,7 +191,7 @@ def test_apply_server_config_calls_the_advertised_extension(office):
     run.execute(step(run, id="clear", type="apply_server_config", env_id="office", directives=[
         {"service": "environment", "uri": "urn:agentenv:set-errors/v1",
          "args": {"tool_name": "find_account", "error_rate": 0}}]))
-    assert call_tool(base, "find_account", {"name": "acme"})["isError"] is False
+    assert step_call_tool(base, "find_account", {"name": "acme"})["isError"] is False
 
 
 def test_apply_server_config_failures(office):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from kits.env_steps import call_tool, data_of, deployed_env, example, rpc, seed
+from kits.data_plane import rpc
+from kits.env_steps import data_of, deployed_env, example, seed, step_call_tool
 
 from agentenv_local.errors import StepError
 
@@ -32,7 +33,7 @@ def test_load_seed_files_snapshot_reset_and_load_the_snapshot_back(office):
     assert loaded["env_id"] == "office" and loaded["services"] == ["crm", "mail"]
     # change the state through a tool, then snapshot it
     deal = seed("crm")["deals"][0]
-    moved = call_tool(base, "update_deal_stage", {"deal_id": deal["id"], "stage": "closed_lost"}, role="sales")
+    moved = step_call_tool(base, "update_deal_stage", {"deal_id": deal["id"], "stage": "closed_lost"}, role="sales")
     assert moved["isError"] is False
     before = {c: data_of(base, c) for c in ("mail", "crm")}
     run.execute(step(run, id="snap", type="snapshot_env", env_id="office", include_env_trajectory=True))
@@ -53,8 +54,8 @@ def test_load_seed_files_snapshot_reset_and_load_the_snapshot_back(office):
 
 def test_load_with_reset_first_and_environment_name(office):
     run, base, _ = office
-    rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
-    rpc(base, "mail", "data/add", {"parts": [{"kind": "data", "data": seed("mail")}]})
+    rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]}, child="crm")
+    rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("mail")}]}, child="mail")
     small = {"accounts": [{"id": "acc-1", "name": "One"}]}
     run.put_artifact("small", {"accounts.json": json.dumps(small).encode()})
     run.execute(step(run, type="load_artifact", env_id="office", artifact_id="small", environment_name="crm",
@@ -79,7 +80,7 @@ def test_load_into_a_single_service_env_uses_the_env_level_plane(run):
     with deployed_env(run, "notes", {"notes": example_notes()}) as (base, _):
         run.put_artifact("n", {"n.json": json.dumps({"notes": [{"title": "hello", "body": "world"}]}).encode()})
         run.execute(step(run, type="load_artifact", env_id="notes", artifact_id="n"))
-        assert [n["title"] for n in rpc(base, None, "data/get")["result"]["parts"][0]["data"]["notes"]] == ["hello"]
+        assert [n["title"] for n in rpc(base, "data/get")["result"]["parts"][0]["data"]["notes"]] == ["hello"]
     assert step(run, type="load_artifact", artifact_id="n", reset_first=True).config_problems() == [
         "environment_name, reset_first: only go with env_id"]
 
@@ -129,9 +130,9 @@ async def verify(mcp_url, run):
 
 def test_env_outcome_verifier_runs_the_script_against_the_gateway(office):
     run, base, _ = office
-    rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+    rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]}, child="crm")
     deal = seed("crm")["deals"][0]["id"]
-    call_tool(base, "update_deal_stage", {"deal_id": deal, "stage": "closed_lost"}, role="sales")
+    step_call_tool(base, "update_deal_stage", {"deal_id": deal, "stage": "closed_lost"}, role="sales")
     run.state["prompt_responses"].append({"prompt_id": "p1", "wanted": deal})
     run.put_artifact("check.py", {"check.py": VERIFIER})
     run.execute(step(run, type="env_outcome_verifier", env_id="office", file_artifact_id="check.py",
@@ -181,7 +182,7 @@ async def run(input):
 
 def test_run_code_gets_the_env_and_calls_its_tools(office):
     run, base, _ = office
-    rpc(base, "crm", "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]})
+    rpc(base, "data/add", {"parts": [{"kind": "data", "data": seed("crm")}]}, child="crm")
     run.put_artifact("actor.py", {"actor.py": ACTOR})
     account = seed("crm")["accounts"][0]["name"]
     run.execute(step(run, id="act", type="run_code", env_id="office", script_artifact_id="actor.py",

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kits.data_plane import rpc
 from kits.env_deploy import (
     EXAMPLES,
     admin,
@@ -23,7 +24,6 @@ from kits.env_deploy import (
     on_hub,
     put_env,
     result_text,
-    rpc,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
