@@ -180,19 +180,20 @@ class Child:
         """Wait for `/ready` 200 (else `/mcp` answering below 500), as the reference's gateway does."""
         import httpx2
 
-        assert self.base is not None
+        url, base = self.url, self.base
+        assert url is not None and base is not None  # start() waits only on a child with a URL
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
         last = "(no answer yet)"
         async with httpx2.AsyncClient(timeout=5.0) as http:
             while True:
                 try:
-                    r = await http.get(self.base + "/ready")
+                    r = await http.get(base + "/ready")
                     if r.status_code == 200:
                         return
                     last = f"GET /ready -> {r.status_code} {r.text[:300]}"
                     if r.status_code == 404:
-                        r = await http.get(self.url)  # type: ignore[arg-type]
+                        r = await http.get(url)
                         if r.status_code < 500:
                             return
                         last = f"GET /mcp -> {r.status_code} {r.text[:300]}"
@@ -218,12 +219,14 @@ class Child:
         # The session's own HTTP client, watched: what it sends (protocol version, session id, the 2026 request
         # envelope) is what the lean tools/call path must send on the same session. (Over https the Client keeps
         # every call: its TLS settings are httpx's, not ours to mirror.)
+        url = self.url
+        assert url is not None  # a child is an in-process env or has a URL (start() spawned it for one)
         http = create_mcp_http_client()
-        if self.url.startswith("http://"):  # type: ignore[union-attr]
-            lean = self._lean_next = _LeanSession(self.url)  # type: ignore[arg-type]
+        if url.startswith("http://"):
+            lean = self._lean_next = _LeanSession(url)
             http.event_hooks["request"].append(lean.observe)
         self._http_clients.append(http)
-        return Client(streamable_http_client(self.url, http_client=http), mode="auto",  # type: ignore[arg-type]
+        return Client(streamable_http_client(url, http_client=http), mode="auto",
                       message_handler=self._on_message)
 
     # --- tools/list_changed from the child ---------------------------------------------------------------------
@@ -557,7 +560,7 @@ class _LeanSession:
 
                 name_header = self._name_headers[tool] = b"mcp-name: %s\r\n" % encode_header_value(tool).encode()
             headers += name_header
-            meta = {**self.envelope, **meta}  # type: ignore[dict-item]
+            meta = {**self.envelope, **meta}  # type: ignore[dict-item]  # modern is set only once an envelope was seen
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta

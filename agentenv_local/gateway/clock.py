@@ -382,7 +382,7 @@ class VirtualClock:
         if not isinstance(body, Mapping):
             raise ClockError("request body must be a JSON object")
         mode = body.get("mode")
-        return self.arm(body.get("virtual_time"), body.get("virtual_seconds_per_real_second"),  # type: ignore[arg-type]
+        return self.arm(body.get("virtual_time"), body.get("virtual_seconds_per_real_second"),  # type: ignore[arg-type]  # arm() checks each value itself
                         mode="wall" if mode is None else mode, step_seconds=body.get("step_seconds"))
 
     def clear(self) -> dict:

@@ -163,7 +163,7 @@ def bearer_from(headers: Mapping[str, Any] | None) -> str | None:
 
 def is_hidden_by_default(tool_meta: Mapping[str, Any] | None) -> bool:
     """Whether a listed tool's ``_meta`` marks it hidden by default."""
-    return bool(tool_meta) and tool_meta.get(HIDDEN_BY_DEFAULT_META_KEY) is True  # type: ignore[union-attr]
+    return tool_meta is not None and tool_meta.get(HIDDEN_BY_DEFAULT_META_KEY) is True
 
 
 def _digest(token: str) -> str:
@@ -312,7 +312,9 @@ class ToolAccess:
 
     def is_admin(self, bearer: str | None) -> bool:
         digest = self._admin_digest
-        return bool(bearer) and digest is not None and hmac.compare_digest(digest, _digest(bearer))  # type: ignore[arg-type]
+        if not bearer or digest is None:
+            return False
+        return hmac.compare_digest(digest, _digest(bearer))
 
     def bind_token(self, role: str, token: str | None = None) -> str:
         """Bind ``role`` to a bearer token (a new random one unless given) and answer the token.

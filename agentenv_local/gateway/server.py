@@ -410,7 +410,8 @@ class Gateway:
             result = self._get_time(arguments)
             server = None
         else:
-            child, child_tool = route  # type: ignore[misc]
+            assert route is not None  # not the clock tool, so a route was found
+            child, child_tool = route
             meta = self._child_meta(role, session)
             try:
                 async with self._guard(), asyncio.timeout(self.tool_timeout):

@@ -53,7 +53,7 @@ async def bridge(mcp_url: str, *, role: str | None = None, token: str | None = N
 
         # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
         # fields the models would drop (resultType, ttlMs, cacheScope)
-        server = Server(name, version=__version__, lifespan=lifespan, on_list_tools=on_list_tools,  # type: ignore[arg-type]
-                        on_call_tool=on_call_tool)  # type: ignore[arg-type]
+        server = Server(name, version=__version__, lifespan=lifespan, on_list_tools=on_list_tools,  # type: ignore[arg-type]  # a dict result
+                        on_call_tool=on_call_tool)  # type: ignore[arg-type]  # a dict result, as the comment above says
         options = server.create_initialization_options(NotificationOptions(tools_changed=True))
         await run_over_stdio(server, options)

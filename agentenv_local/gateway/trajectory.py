@@ -55,7 +55,7 @@ class Trajectory:
         events, self._handoff = self._handoff, []
         for event in events:
             try:
-                outcome = self.on_event(event)  # type: ignore[misc]
+                outcome = self.on_event(event)  # type: ignore[misc]  # queued while on_event was set (unset since: logged below)
                 if inspect.isawaitable(outcome):
                     self._keep(asyncio.ensure_future(outcome))
             except Exception:

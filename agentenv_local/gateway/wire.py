@@ -195,7 +195,7 @@ class _Conn(asyncio.Protocol):
                 end = line_end if buf[line_end:line_end + 4] == b"\r\n\r\n" else buf.find(b"\r\n\r\n", line_end)
                 if end < 0:
                     return None
-                status, content_type, _length, _chunked, keep = self._head  # type: ignore[misc]
+                status, content_type, _length, _chunked, keep = self._head  # type: ignore[misc]  # set before the body is parsed
                 return status, content_type, b"".join(self._chunks), keep
             start = line_end + 2
             if len(buf) < start + size + 2:

@@ -80,7 +80,9 @@ def hours_zone(hours: dict) -> tzinfo:
         zone = zone_named(hours["time_zone"])
         assert zone is not None
         return zone
-    sign, hh, mm = UTC_OFFSET.fullmatch(hours["utc_offset"]).groups()  # type: ignore[union-attr]
+    match = UTC_OFFSET.fullmatch(hours["utc_offset"])
+    assert match is not None  # normalize_executor checked the offset at registration
+    sign, hh, mm = match.groups()
     offset = timedelta(hours=int(hh), minutes=int(mm))
     return timezone(offset if sign == "+" else -offset)
 
