@@ -168,3 +168,51 @@ def test_a_bad_stored_state_is_refused():
     with pytest.raises(TriggerError) as info:
         TriggerEngine.from_dict({"version": 99}, ManualClock(), RecordingActions())
     assert info.value.status == 500 and "unknown version 99" in info.value.message
+
+
+EXP_DELAY = {**mirror("exp", repeat=True), "actions": [
+    {"type": "tool", "tool": "echo", "args": {}, "delay": {"dist": "exp", "mean": "PT10M", "seed": 4}}]}
+
+
+def delays(engine: TriggerEngine) -> list[float]:
+    return [e["virtual_seconds"] for e in engine.state()["events"] if e["kind"] == "delayed"]
+
+
+def test_an_exponential_delay_draws_on_across_a_restart():
+    async def straight() -> list[float]:
+        engine, clock, _ = make_engine(handlers())
+        engine.register({"triggers": [EXP_DELAY]})
+        for _ in range(3):
+            await engine.on_tool_call("search_emails", {"query": "q"}, ok([]), "default")
+            clock.advance(10 ** 6)
+            await settle(engine)
+        return delays(engine)
+
+    async def interrupted() -> list[float]:
+        engine, clock, _ = make_engine(handlers())
+        engine.register({"triggers": [EXP_DELAY]})
+        await engine.on_tool_call("search_emails", {"query": "q"}, ok([]), "default")
+        clock.advance(10 ** 6)
+        await settle(engine)
+        await engine.aclose()
+        restored = restart(engine, clock)
+        for _ in range(2):
+            await restored.on_tool_call("search_emails", {"query": "q"}, ok([]), "default")
+            clock.advance(10 ** 6)
+            await settle(restored)
+        return delays(restored)
+
+    drawn = run(straight())
+    assert len(drawn) == 3 and len(set(drawn)) == 3
+    assert run(interrupted()) == drawn  # the generator's state was stored, not re-seeded
+
+
+def test_a_stored_delay_generator_without_state_is_refused():
+    engine, clock, _ = make_engine(handlers())
+    engine.register({"triggers": [EXP_DELAY]})
+    data = json.loads(json.dumps(engine.to_dict()))
+    assert list(data["triggers"][0]["delay_rngs"]) == ["0"]
+    data["triggers"][0]["delay_rngs"]["0"] = None
+    with pytest.raises(TriggerError) as info:
+        TriggerEngine.from_dict(data, clock, RecordingActions(handlers()))
+    assert info.value.status == 500 and "can't restore the trigger engine" in info.value.message
