@@ -8,6 +8,11 @@ the gateway's MCP endpoint and `run` a dict: `{"prompt_id", "response", "prompt_
 credential for its data plane, `Authorization: Bearer ...`; None with an open control plane). Each
 criterion becomes a verification row `{criterion: description, id, result, score}` under
 `metadata.verifications[verifier_id]`.
+
+`run` is also the reference's `Run` (compat/run_view.py: `turns`, `firings()`, `as_of()`), built in the script's
+process from the graded prompt response and each deployed env's trigger events, which `_run_context` reads here;
+a `verify` with a parameter named `run` gets it as `run=`, as the reference passes it. A script written for mcp
+1.x gets its client facade (compat/mcp1.py).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from agentenv_local.tasks.scoring import AGGREGATORS
 from agentenv_local.tasks.step import Step
 
 from . import tail
-from .env_control import admin_token
+from .env_control import EnvGateway, admin_token, message_of
 from .run_code import pick_script, run_script_on_host
 
 if TYPE_CHECKING:
@@ -67,6 +72,32 @@ class EnvOutcomeVerifierStep(Step):
                 "seed": ctx.metadata.get("seed", {}),
                 "env": {"id": self.env_id, "gateway_url": record.get("gateway_url"), "mcp_url": record.get("mcp_url")}}
 
+    async def _run_context(self, ctx: StepContext) -> dict:
+        """What the runner builds the reference's `Run` from (compat/run_view.py): the graded prompt response (the
+        one `prompt_id` names, else the last, as the reference grades) and each deployed env's trigger events."""
+        responses = [r for r in ctx.state.get("prompt_responses") or [] if isinstance(r, dict)]
+        matching = [r for r in responses if not self.prompt_id or r.get("prompt_id") == self.prompt_id]
+        events: dict[str, list] = {}
+        unavailable: dict[str, str] = {}
+        for record in ctx.state.get("deployed_envs") or []:
+            env_id = str(record.get("env_id"))
+            if not record.get("gateway_url"):
+                unavailable[env_id] = "the env has no gateway, so no trigger log"
+                continue
+            try:
+                async with EnvGateway(ctx, env_id, timeout=30) as gw:
+                    status, answer = await gw.request("GET", "/triggers/state")
+            except StepError as exc:
+                unavailable[env_id] = exc.message[:200]
+                continue
+            if status >= 300 or not isinstance(answer, dict) or not isinstance(answer.get("events"), list):
+                unavailable[env_id] = f"GET /triggers/state answered {status}: {message_of(answer)[:200]}"
+            elif answer.get("events_dropped"):  # the engine keeps a head and a tail: the middle is gone
+                unavailable[env_id] = f"incomplete: the gateway dropped {answer['events_dropped']} of its events"
+            else:
+                events[env_id] = answer["events"]
+        return {"prompt": matching[-1] if matching else None, "env_events": events, "env_unavailable": unavailable}
+
     def _pick(self, files: dict[str, bytes]) -> str:
         return pick_script(self.id, self.file_artifact_id, files, self.script_file, "verify with")
 
@@ -83,7 +114,7 @@ class EnvOutcomeVerifierStep(Step):
         run = self._run_input(ctx, record)
         # the task's own verifier may read the env's data plane: it gets the admin token (not journaled or logged)
         run["env"]["admin_token"] = admin_token(ctx, record)
-        payload = {"mcp_url": mcp_url, "run": run}
+        payload = {"mcp_url": mcp_url, "run": run, "run_context": await self._run_context(ctx)}
         code, stdout, stderr, timed_out, raw = await run_script_on_host(
             self.id, files, script, "verify", json.dumps(payload, default=str).encode(), self.timeout_seconds,
             style="verify")

@@ -12,7 +12,10 @@ function may be async. Its return value must be JSON (at most 50 MiB); it is sto
 
 A tiny runner (RUNNER_SOURCE) imports the script file, calls the entrypoint and writes one JSON
 document to a result file: `{"ok": true, "result": ...}` or `{"ok": false, "error", "traceback"}`.
-A result file rather than stdout keeps whatever the script prints out of the way.
+A result file rather than stdout keeps whatever the script prints out of the way. On this machine the
+runner first lets agentenv_local.compat give a script written for mcp 1.x (the reference's) its 1.x client
+facade (compat/mcp1.py), and gives a verifier the reference's `Run` (compat/run_view.py); a sandbox's own
+Python may not have agentenv_local, and there the script runs as written.
 """
 
 from __future__ import annotations
@@ -63,19 +66,34 @@ def main():
     try:
         with open(input_path, encoding="utf-8") as f:
             data = json.load(f)
+        try:  # this machine's interpreter has our compat layer; a sandbox's python may not
+            from agentenv_local.compat import mcp1, run_view
+        except ImportError:
+            mcp1 = run_view = None
         sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
         spec = importlib.util.spec_from_file_location("agentenv_run_code_script", script)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
+        if mcp1 is not None:
+            with open(script, encoding="utf-8", errors="replace") as f:
+                if mcp1.uses_mcp1(f.read()):  # a script written for mcp 1.x (the reference's) gets its facade
+                    mcp1.prepare_module(module)
         spec.loader.exec_module(module)
         fn = getattr(module, entrypoint, None)
         if not callable(fn):
             finish({"ok": False, "error": f"{name} defines no function {entrypoint!r}"}, 2)
-        if style == "verify":  # verify(mcp_url[, run])
-            sig = inspect.signature(fn).parameters.values()
+        if style == "verify":  # verify(mcp_url[, run]); the reference passes run=
+            run = data["run"]
+            if run_view is not None and "run_context" in data:
+                run = run_view.build_run(run, data["run_context"])
+            params = inspect.signature(fn).parameters
+            sig = params.values()
             positional = [p for p in sig if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
             star = any(p.kind == p.VAR_POSITIONAL for p in sig)
-            value = fn(*([data["mcp_url"], data["run"]] if (len(positional) >= 2 or star) else [data["mcp_url"]]))
+            if "run" in params and params["run"].kind != params["run"].POSITIONAL_ONLY:
+                value = fn(data["mcp_url"], run=run)
+            else:
+                value = fn(*([data["mcp_url"], run] if (len(positional) >= 2 or star) else [data["mcp_url"]]))
         else:
             value = fn(data)
         if inspect.isawaitable(value):
