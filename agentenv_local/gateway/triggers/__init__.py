@@ -14,15 +14,13 @@ Bad input raises :class:`TriggerError` (``.status`` 400, ``.message`` the refere
 See ``docs/environments/triggers.md``.
 """
 
-from .engine import (
-    EVENT_KINDS,
-    STATUSES,
-    ActionRunner,
-    ClockLike,
-    TriggerEngine,
-    echo_args,
-)
-from .spec import WEBSITE_UNSUPPORTED, TriggerError, TriggerSpec
+from .engine import TriggerEngine
+from .host import ActionRunner, ClockLike
+from .models import TriggerSpec
+from .records import STATUSES
+from .results import echo_args
+from .runtime import EVENT_KINDS
+from .spec import WEBSITE_UNSUPPORTED, TriggerError
 
 # The `features` the gateway card's triggers/v1 extension advertises: the reference's list, less
 # `website` (this version deploys no website envs).

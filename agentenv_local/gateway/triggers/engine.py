@@ -28,17 +28,16 @@ from typing import Any
 from .detection import Detection
 from .firing import Firing
 from .host import ActionRunner, ClockLike
+from .models import parse_spec
 from .persistence import check_version, dump_state, load_state
-from .records import STATUSES, TriggerRecord, seed_rngs
-from .results import echo_args
-from .runtime import EVENT_KINDS, EngineRuntime
+from .records import TriggerRecord, seed_rngs
+from .runtime import EngineRuntime
 from .spec import (
     DEFAULT_ROLE,
     TriggerError,
     normalize_executor,
     normalize_trigger,
     normalize_watch_roles,
-    parse_spec,
     tools_named,
     when_summary,
 )
@@ -46,9 +45,6 @@ from .timetriggers import TimeTriggers
 from .timeutil import iso
 
 logger = logging.getLogger(__name__)
-
-# Re-exported: the package's public API names them from here.
-__all__ = ["EVENT_KINDS", "STATUSES", "ActionRunner", "ClockLike", "TriggerEngine", "echo_args"]
 
 DEFAULT_BARRIER_TIMEOUT = 30.0
 

@@ -8,9 +8,9 @@ import random
 from collections import deque
 from datetime import datetime
 
+from .models import parse_spec
 from .records import IN_FLIGHT, STATUSES, TriggerRecord, seed_rngs
 from .runtime import EngineRuntime
-from .spec import parse_spec
 from .timeutil import iso
 
 STATE_VERSION = 1

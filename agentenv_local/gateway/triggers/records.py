@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from .spec import ActionWhen, ExpDist, StateWhen, TimeWhen, TriggerSpec
+from .models import ActionWhen, ExpDist, StateWhen, TimeWhen, TriggerSpec
 
 STATUSES = ("armed", "firing", "queued", "fired", "failed", "cancelled")
 IN_FLIGHT = ("firing", "queued")

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from .models import ExpDist
 from .records import Timer, TriggerRecord, seed_every
 from .runtime import EngineRuntime
-from .spec import ExpDist
 from .timeutil import duration_seconds, iso, next_opening, resolve_mark, shift
 
 MAX_CATCHUP = 1000
