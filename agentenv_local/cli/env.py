@@ -224,3 +224,9 @@ def bind_role(instance_id, role):
         token = s.call("envs.bind_role", instance_id, role)
     click.echo(token)
     click.echo(f"Role {role!r} of {instance_id} now needs: Authorization: Bearer <the token above>", err=True)
+
+
+# `env validate` (the release gate) lives in its own module.
+from .env_validate import validate  # noqa: E402 - registered after the group's own commands
+
+env_group.add_command(validate)
