@@ -29,8 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 REF_VENV_DEFAULT = Path("/tmp/agentenv-bench-ref")
@@ -38,6 +40,8 @@ REF_PACKAGE = "agentenv-framework"
 
 HELP_TARGET_S = 0.150
 HELLO_TARGET_S = 0.5
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -193,20 +197,20 @@ def main() -> int:
 
     results: dict[str, dict[str, float | None]] = {t.label: {} for t in tools}
     failures: list[str] = []
+    def attempt(label: str, key: str, measure: Callable[[], T]) -> T | None:
+        """The measurement, or None (and the failure noted) when the command fails."""
+        print(f"measuring {label}: {key} ...", flush=True)
+        try:
+            return measure()
+        except (CommandFailed, subprocess.TimeoutExpired) as exc:
+            failures.append(f"{label} {key}: {exc}")
+            return None
+
     for t in tools:
         r = results[t.label]
-        for key, fn in (("help", lambda: bench_help(t, args.help_reps)),
-                        ("hello", lambda: bench_hello(t, args.hello_reps))):
-            print(f"measuring {t.label}: {key} ...", flush=True)
-            try:
-                value = fn()
-            except (CommandFailed, subprocess.TimeoutExpired) as exc:
-                failures.append(f"{t.label} {key}: {exc}")
-                value = None
-            if key == "hello":
-                r["hello_first"], r["hello_rerun"] = value if value else (None, None)
-            else:
-                r[key] = value
+        r["help"] = attempt(t.label, "help", lambda: bench_help(t, args.help_reps))
+        hello = attempt(t.label, "hello", lambda: bench_hello(t, args.hello_reps))
+        r["hello_first"], r["hello_rerun"] = hello if hello else (None, None)
     print(f"measuring ours: run hello --k {args.k} --concurrency {args.concurrency} ...", flush=True)
     try:
         results["ours"]["many"] = bench_many(ours, args.k, args.concurrency)

@@ -59,12 +59,14 @@ def free_port() -> int:
 def process(args: list[str], pattern: str):
     proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
+    stderr = proc.stderr
+    assert stderr is not None  # piped above
     try:
-        line = proc.stderr.readline()
+        line = stderr.readline()
         match = re.search(pattern, line)
         if not match:
-            raise RuntimeError(f"{args}: {line}{proc.stderr.read()}")
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            raise RuntimeError(f"{args}: {line}{stderr.read()}")
+        threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()
         yield match.group(1)
     finally:
         proc.terminate()

@@ -108,7 +108,9 @@ async def _measure(project: Path, run_id: str, rate: int, seconds: float, presse
                 key = "3" if want == "tools" else "1"
                 t0 = time.perf_counter()
                 # as a terminal delivers it (Pilot.press would also wait for animations to end)
-                app._driver.send_message(events.Key(key, key))
+                driver = app._driver
+                assert driver is not None  # the app runs under run_test
+                driver.send_message(events.Key(key, key))
                 while tabs.active != want:
                     await asyncio.sleep(0.001)
                 got.append((time.perf_counter() - t0) * 1000)

@@ -82,6 +82,7 @@ class DevProcess:
         self._reader.start()
 
     def _read(self) -> None:
+        assert self.proc.stderr is not None  # piped in __init__
         for line in self.proc.stderr:
             with self._lock:
                 self.lines.append(line.rstrip("\n"))

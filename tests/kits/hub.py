@@ -215,12 +215,14 @@ class InProcessHub:
     def __init__(self, root: Path, config_overrides: dict | None = None):
         from agentenv_local.config import load_config
         from agentenv_local.hub import connect
+        from agentenv_local.hub.session import LocalSession
 
         (root / ".agentenv").mkdir(exist_ok=True)
         self.root = root
         config = load_config(root, overrides=config_overrides, environ=clean_env())
-        self.session = connect(start=root, config=config, defer_linger=False)
-        assert self.session.is_hub
+        session = connect(start=root, config=config, defer_linger=False)
+        assert isinstance(session, LocalSession), "this test process must become the hub"
+        self.session = session
         self.store = self.session.store
         self._tasks = 0
 

@@ -80,16 +80,18 @@ def _announced(proc: subprocess.Popen, what: str, scan_seconds: float | None) ->
     """The URL of `proc`'s "serving on" line: its first stderr line, or (`scan_seconds`) any line read within
     that long. Without one, kill `proc` and raise with what it printed."""
     deadline = time.monotonic() + (scan_seconds or 0)
+    stderr = proc.stderr
+    assert stderr is not None, "the process's stderr must be piped"
     lines = []
     while True:
-        line = proc.stderr.readline()
+        line = stderr.readline()
         lines.append(line)
         match = ANNOUNCE.search(line)
         if match or not line or scan_seconds is None or time.monotonic() >= deadline:
             break
     if not match:
         proc.kill()
-        raise RuntimeError(f"the {what} did not announce its address: " + "".join(lines) + proc.stderr.read())
+        raise RuntimeError(f"the {what} did not announce its address: " + "".join(lines) + stderr.read())
     return match.group(1)
 
 
@@ -107,7 +109,9 @@ def announced_subprocess(argv: list[str], *, what: str = "server", env: dict | N
     try:
         url = _announced(proc, what, scan_seconds)
         if drain:
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            stderr = proc.stderr
+            assert stderr is not None  # piped above
+            threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()
         yield url, proc
     finally:
         end_process(proc)
