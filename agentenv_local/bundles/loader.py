@@ -88,6 +88,9 @@ class Bundle:
     ignored: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)  # kinds present but not handled yet
     follow_external_links: bool = False  # read symlinks that lead out of the bundle (the user said so)
+    env_aliases: dict[str, str] = field(default_factory=dict)  # aliases.toml [envs]: alias -> folder name
+    # (task file, step index, field, alias) of each step field an alias resolved: a store env of that id wins
+    alias_uses: list[tuple[str, int, str, str]] = field(default_factory=list)
 
 
 def id_root_for(path: Path, package: str | None = None) -> str:
@@ -116,7 +119,8 @@ def load_bundle(path: Path, package: str | None = None, *, follow_external_links
     present = [k for k in KINDS if (path / k).is_dir()]
     stray = []
     for entry in sorted(path.iterdir()):
-        if entry.name.startswith(".") or entry.name == "__pycache__" or entry.name in KINDS:
+        if entry.name.startswith(".") or entry.name == "__pycache__" or entry.name in KINDS or (
+                entry.name == "aliases.toml" and entry.is_file()):  # read after the envs
             continue
         if entry.is_dir():
             near = difflib.get_close_matches(entry.name, KINDS, n=1, cutoff=0.75)
@@ -139,6 +143,7 @@ def load_bundle(path: Path, package: str | None = None, *, follow_external_links
     _load_artifacts(bundle, problems)
     _load_skills(bundle, problems)
     _load_envs(bundle, problems)
+    _load_aliases(bundle, problems)
     _load_tasks(bundle, problems)
     _load_evals(bundle, problems)
     if problems:
@@ -334,6 +339,20 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
                                     "list its servers instead")
 
 
+def _load_aliases(bundle: Bundle, problems: list[str]) -> None:
+    """The bundle's aliases.toml (the reference's): its [envs] aliases name the bundle's envs in tasks."""
+    from agentenv_local.compat.bundle_aliases import read_bundle_aliases
+
+    agents = bundle.path / "agents"
+    folders = {"envs": set(bundle.envs),
+               "agents": {p.name for p in agents.iterdir() if p.is_dir()} if agents.is_dir() else set()}
+    aliases = read_bundle_aliases(bundle.path, folders, problems)
+    bundle.env_aliases = aliases.envs
+    bundle.ignored += aliases.ignored
+    if aliases.agents:
+        bundle.ignored.append("aliases.toml [agents]: ignored (agents/ is not used yet by this version)")
+
+
 def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
     from agentenv_local.tasks.model import parse_task
 
@@ -441,6 +460,9 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
             value = raw.get(field_name)
             if isinstance(value, str) and value in bundle.envs:
                 raw[field_name] = bundle.envs[value].id
+            elif isinstance(value, str) and value in bundle.env_aliases:  # a folder's own name wins over an alias
+                raw[field_name] = bundle.envs[bundle.env_aliases[value]].id
+                bundle.alias_uses.append((where, len(out), field_name, value))
             elif isinstance(value, list):  # a list of env names (deploy_agent's env_ids)
                 raw[field_name] = [bundle.envs[v].id if isinstance(v, str) and v in bundle.envs else v
                                    for v in value]

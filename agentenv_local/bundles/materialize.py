@@ -87,6 +87,9 @@ def preflight(store, bundle: Bundle) -> None:
 
 
 def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResult:
+    from agentenv_local.compat.bundle_aliases import prefer_store_envs
+
+    prefer_store_envs(store, bundle)  # a store's env of an alias's id wins over the alias (aliases.toml)
     preflight(store, bundle)
     result = MaterializeResult()
 

@@ -145,8 +145,14 @@ def load_env_folder(folder: Path) -> tuple[McpServerEnv | MultiEnv, dict, str | 
     toml_path = folder / "env.toml"
     where = f"envs/{folder.name}/env.toml"
     if not toml_path.exists() and not toml_path.is_symlink():  # a folder or a FIFO is reported when read
+        from agentenv_local.compat.reference_envs import reference_env_table
+
+        table = reference_env_table(folder)  # the reference's server.py folder: an mcp_server env
+        if table is not None:
+            return parse_env(table, f"envs/{folder.name}"), table, None
         raise ValidationError(f"envs/{folder.name}: no env.toml",
-                              hint='add env.toml with at least module = "server.py:ClassName"')
+                              hint='add env.toml with at least module = "server.py:ClassName" '
+                                   "(or, as the reference writes env folders, a server.py)")
     from agentenv_local.inputs import refused
     from agentenv_local.untrusted import UntrustedInputError, parse_toml, read_file
 

@@ -1,0 +1,134 @@
+"""Env folders as the reference writes them (server.py written with `agentenv_protocol`, requirements.txt, a
+Dockerfile, no env.toml), copied unchanged out of the installed reference: each is an mcp_server env whose
+server.py runs with our SDK standing in for `agentenv_protocol`, reached through a real gateway by a real MCP
+client; the stand-in goes on the import path only where the real package is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kits.env_deploy import call_tool, on_hub, pid_alive, result_text
+from kits.hub import cli
+from kits.reference_bundles import copy_reference_bundle
+from kits.servers import REF_PYTHON
+
+from agentenv_local.errors import ValidationError
+
+REPO = Path(__file__).resolve().parents[3]
+SHIMS = REPO / "agentenv_local" / "compat" / "shims"
+CALLS = {"echo-mcp": ("echo", "echo", {"text": "said back"}, "said back"),
+         "mail-mcp": ("mail", "search_emails", {"query": "invoice"}, "INV-1042")}
+
+
+@pytest.fixture
+def session(tmp_path):
+    from kits.env_deploy import hub_session
+
+    s = hub_session(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _store_folder(store, env_id: str, folder: Path) -> dict:
+    """Store an env folder as `agentenv env put` does: its record from load_env_folder, its files."""
+    from agentenv_local.artifacts import read_folder
+    from agentenv_local.hosting.envs import load_env_folder
+    from agentenv_local.hosting.envs.store import env_body
+
+    env, _raw, _declared = load_env_folder(folder)
+    body = env_body(store, env_id, env, read_folder(folder), default_name=env_id)
+    return store.documents.put("envs", env_id, body)
+
+
+def test_a_server_py_folder_is_an_mcp_server_env_that_says_where_it_came_from(tmp_path):
+    from agentenv_local.hosting.envs import McpServerEnv, load_env_folder
+
+    bundle = copy_reference_bundle("echo-mcp", tmp_path)
+    assert not (bundle / "envs" / "echo" / "env.toml").exists()
+    env, raw, declared = load_env_folder(bundle / "envs" / "echo")
+    assert isinstance(env, McpServerEnv) and env.type == "mcp_server" and declared is None
+    assert env.command == ["python", "-m", "agentenv_local.compat.reference_server", "server.py"]
+    assert "the reference's env folder (server.py, no env.toml)" in env.description
+    assert raw["command"] == env.command
+
+
+def test_a_folder_with_neither_env_toml_nor_server_py_still_says_so(tmp_path):
+    from agentenv_local.hosting.envs import load_env_folder
+
+    (tmp_path / "envs" / "x").mkdir(parents=True)
+    (tmp_path / "envs" / "x" / "Dockerfile").write_text("FROM scratch\n")
+    with pytest.raises(ValidationError) as caught:
+        load_env_folder(tmp_path / "envs" / "x")
+    assert caught.value.message == "envs/x: no env.toml"
+    assert "server.py" in (caught.value.hint or "")
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_the_reference_env_deploys_as_a_subprocess_and_answers_through_the_gateway(session, tmp_path, name):
+    env_name, tool, args, expected = CALLS[name]
+    bundle = copy_reference_bundle(name, tmp_path)
+    _store_folder(session.store, env_name, bundle / "envs" / env_name)
+    record = on_hub(session, session.hub.envs.deploy(env_name))
+    [child] = record["children"]
+    assert child["kind"] == "subprocess" and pid_alive(child["pid"])
+    assert record["environment_card"]["name"] == env_name
+    names, result = call_tool(record["mcp_url"], tool, args)
+    assert names == [tool]
+    assert expected in result_text(result)
+    on_hub(session, session.hub.envs.teardown(record["instance_id"]))
+    assert not pid_alive(child["pid"])
+
+
+def _which_protocol(python: str, folder: Path) -> subprocess.CompletedProcess:
+    """Run a server.py that reports which agentenv_protocol it imported, through the launcher."""
+    (folder / "server.py").write_text("import agentenv_protocol\nprint(agentenv_protocol.__file__)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the launcher is stdlib only, so any interpreter runs it
+    return subprocess.run([python, "-m", "agentenv_local.compat.reference_server", "server.py"], cwd=folder,
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_stand_in_is_on_the_path_only_where_the_real_sdk_is_missing(tmp_path):
+    ours = _which_protocol(sys.executable, tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    assert Path(ours.stdout.strip()).parent.parent == SHIMS
+    if not REF_PYTHON.is_file():
+        pytest.skip("the reference is not installed in .venv-ref: run scripts/setup.sh --test")
+    real = _which_protocol(str(REF_PYTHON), tmp_path)
+    assert real.returncode == 0, real.stderr
+    assert ".venv-ref" in real.stdout and str(SHIMS) not in real.stdout
+
+
+def test_a_name_the_stand_in_lacks_fails_with_what_to_do(tmp_path):
+    (tmp_path / "server.py").write_text("from agentenv_protocol import ToolSession\n")
+    done = subprocess.run([sys.executable, "-m", "agentenv_local.compat.reference_server", "server.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "agentenv_protocol.ToolSession is not in agentenv's stand-in" in done.stderr
+    assert "pip install agentenv-framework-protocol" in done.stderr
+
+
+def test_a_requirement_not_installed_here_is_named_with_how_to_install_it(tmp_path):
+    bundle = copy_reference_bundle("echo-mcp", tmp_path)
+    requirements = bundle / "envs" / "echo" / "requirements.txt"
+    requirements.write_text(requirements.read_text() + "no-such-dist-for-agentenv==1.0\n")
+    done = cli(tmp_path, "run", "./echo-mcp", "--dry-run")
+    assert done.returncode == 1
+    out = done.stdout + done.stderr
+    assert "envs/echo/requirements.txt: 'no-such-dist-for-agentenv' is not installed" in out
+    assert "pip install no-such-dist-for-agentenv" in out
+    assert "agentenv-framework-protocol" not in out and "'mcp'" not in out  # the stand-in and ours cover those
+    assert not (tmp_path / ".agentenv" / "store.duckdb").exists() or "v1 (new)" not in out
+
+
+def test_a_requirements_line_agentenv_cannot_read_is_refused(tmp_path):
+    bundle = copy_reference_bundle("mail-mcp", tmp_path)
+    (bundle / "envs" / "mail" / "requirements.txt").write_text("-r other.txt\nmcp\n")
+    done = cli(tmp_path, "run", "./mail-mcp", "--dry-run")
+    assert done.returncode == 1
+    assert "envs/mail/requirements.txt:1: '-r other.txt' is not a plain requirement" in done.stdout + done.stderr
