@@ -11,7 +11,8 @@ The gateway is `$AGENT_ENV_GATEWAY_URL` (the reference's variable), else the URL
 built; the role is `$AGENTENV_ROLE` (sent as `AgentEnv-Role`). The tools known at build time are in `--help`.
 
 Artifact type `cli` does not exist here yet: the CLI is a `file_artifact_universe` whose document says it is
-one (`cli: {command_name, entrypoint, env_id, env_version, tools}`); `add_skills` can install it by id.
+one (`cli: {command_name, entrypoint, env_id, env_version, tools}`). `load_artifact` puts it in a sandbox
+(`add_skills` does not take `cli_artifact_ids` yet).
 """
 
 from __future__ import annotations

@@ -107,3 +107,31 @@ def test_gate_steps_in_a_bundles_task(project):
     assert run["status"] == "passed", run
     assert run["context"]["metadata"]["validation_gate"]["passed"] is True
     assert run["context"]["metadata"]["cli_artifact"]["command_name"] == "crm"
+
+
+def test_the_correctness_gate_from_an_agents_assessment_in_a_run(project):
+    bundle = project.copy_hello("assessed")
+    shutil.rmtree(bundle / "tasks")
+    (bundle / "tasks").mkdir()
+    shutil.copytree(crm_folder(project), bundle / "envs" / "crm")
+    verdict = ('{{"results": [{{"tool_name": "pipeline_summary", "passed": true, "error": "", '
+               '"justification": "it answered"}}, {{"tool_name": "update_deal_stage", "passed": false, '
+               '"error": "a closed deal reopened", "justification": ""}}]}}')
+    steps = [
+        {"id": "deploy", "type": "deploy_env", "env_id": "crm"},
+        {"id": "tester", "type": "deploy_agent", "agent_name": "tester", "env_ids": ["crm"],
+         "config": {"plan": [{"tool": "pipeline_summary", "args": {}, "save_as": "p"}, {"reply": verdict}]}},
+        {"id": "assess", "type": "prompt_agent", "agent_name": "tester", "prompt_id": "assess",
+         "prompt": "Check every tool; answer as JSON."},
+        {"id": "correctness", "type": "verify_mcp_env_assessment", "env_id": "crm", "prompt_id": "assess"},
+        {"id": "schema", "type": "verify_mcp_tool_schema", "env_id": "crm", "depends_on": ["deploy"]},
+        {"id": "gate", "type": "validation_gate_aggregator", "env_id": "crm"},
+    ]
+    (bundle / "tasks" / "assess.json").write_text(json.dumps(steps))
+    [run] = project.json("run", "./assessed", code=1)
+    rows = run["verifications"]["mcp_tool_correctness"]["results"]
+    assert [(r["tool"], r["result"]) for r in rows] == [("pipeline_summary", True), ("update_deal_stage", False)]
+    assert rows[1]["justification"] == "a closed deal reopened"
+    gate = run["context"]["metadata"]["validation_gate"]
+    assert gate["required_gates"] == ["mcp_tool_schema", "mcp_tool_correctness"]
+    assert gate["passed"] is False and gate["failed_gates"] == ["mcp_tool_correctness"]
