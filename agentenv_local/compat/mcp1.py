@@ -18,7 +18,9 @@ accepts by alias). What breaks is the three-value transport and the camelCase at
   answers `mcp.client.streamable_http` (and `mcp`, `mcp.client` on the way to it) with a facade yielding the three
   values. Why a per-module `__import__` rather than a meta-path finder or `sys.modules` aliases: mcp 2.x itself
   and our runner keep importing the real modules in the same process, so only the script's own import
-  statements see the facade (a helper module beside the script imports the real mcp 2.x).
+  statements see the facade. `watch_folder(folder)` does the same for a helper module beside the script (a
+  multi-file artifact) that is itself written for 1.x: a meta-path finder that only wraps the loading of modules
+  whose file lies in that folder, so nothing else the process imports is touched.
 - It also adds read-only camelCase properties (`isError`, `structuredContent`, `inputSchema`, `nextCursor`, ...)
   to mcp 2.x's result models. That is a change to classes, but it is made only in the script's own subprocess
   (the runner calls this before loading a 1.x script) and only adds names 2.x does not use, so 2.x's own code is
@@ -30,8 +32,12 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import os
+import sys
 import types as pytypes
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec, PathFinder
 from typing import Any
 
 # camelCase attributes of mcp 1.x's results that 2.x renamed: reading one marks a script as written for 1.x.
@@ -153,3 +159,44 @@ def _read_as(name: str) -> property:
         return getattr(self, name)
 
     return property(read)
+
+
+class _FolderFinder(MetaPathFinder):
+    """Finds what the path finder finds; for a module whose file lies in `folder` and is written for mcp 1.x, wraps
+    its loader so the module is prepared (`prepare_module`) before it runs."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = os.path.realpath(folder) + os.sep
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: Any = None) -> ModuleSpec | None:
+        spec = PathFinder.find_spec(fullname, path, target)
+        origin = spec.origin if spec is not None else None
+        if spec is None or spec.loader is None or not origin or not origin.endswith(".py"):
+            return None
+        if not os.path.realpath(origin).startswith(self.folder):
+            return None
+        try:
+            with open(origin, encoding="utf-8", errors="replace") as f:
+                if not uses_mcp1(f.read()):
+                    return None
+        except OSError:
+            return None
+        spec.loader = _PreparingLoader(spec.loader)
+        return spec
+
+
+class _PreparingLoader(Loader):
+    def __init__(self, inner: Loader) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: ModuleSpec) -> pytypes.ModuleType | None:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: pytypes.ModuleType) -> None:
+        prepare_module(module)
+        self.inner.exec_module(module)
+
+
+def watch_folder(folder: str) -> None:
+    """Prepare each module written for mcp 1.x that is later imported from `folder` (a script's own folder)."""
+    sys.meta_path.insert(0, _FolderFinder(folder))

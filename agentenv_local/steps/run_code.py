@@ -75,6 +75,7 @@ def main():
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         if mcp1 is not None:
+            mcp1.watch_folder(os.path.dirname(os.path.abspath(script)))  # its helper modules written for mcp 1.x
             with open(script, encoding="utf-8", errors="replace") as f:
                 if mcp1.uses_mcp1(f.read()):  # a script written for mcp 1.x (the reference's) gets its facade
                     mcp1.prepare_module(module)

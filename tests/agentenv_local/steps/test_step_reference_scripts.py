@@ -124,6 +124,28 @@ def test_run_code_runs_an_mcp1_script_against_the_env(inbox):
                       "sse": True}
 
 
+HELPER_MCP1 = b'''
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def echo(mcp_url, text):
+    async with streamable_http_client(mcp_url) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("echo", {"text": text})
+    return {"error": result.isError, "text": result.content[0].text}
+'''
+
+
+def test_a_helper_module_written_for_mcp1_beside_a_plain_entry_gets_the_facade_too(inbox):
+    run, _ = inbox
+    main = b"import helper\n\nasync def run(input):\n    return await helper.echo(input['env']['mcp_url'], 'two')\n"
+    run.put_artifact("multi", {"main.py": main, "helper.py": HELPER_MCP1})
+    run.execute(run.step({"id": "multi", "type": "run_code", "env_id": "inbox", "script_artifact_id": "multi"}))
+    assert run.metadata["script_results"]["multi"] == {"error": False, "text": "two"}
+
+
 MCP1_RAISES = b'''from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
