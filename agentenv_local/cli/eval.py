@@ -78,6 +78,40 @@ def create(file, eval_id):
     click.echo(f"Created eval {eval_id} v{doc['version']} ({len(tasks)} task{'s' if len(tasks) != 1 else ''}).")
 
 
+@eval_group.command("add-tasks")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "eval_id", required=True, help="The stored eval to add to.")
+@click.option("--version", type=click.IntRange(min=1), help="The eval version to start from (default: the latest).")
+def add_tasks(file, eval_id, version):
+    """Store a new version of an eval with FILE's tasks added (an entry replaces one of the same task_id).
+
+    FILE is read as for `eval create`. Every task it names must be stored; otherwise nothing is written.
+    """
+    from agentenv_local.errors import ValidationError
+
+    added = _read_eval_file(file)
+    with session() as s:
+        base = s.store.documents.get("evals", eval_id, version)
+        entries = stored_list(base, "tasks")
+        if entries is None or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str) for t in entries):
+            raise malformed(base, "eval", "tasks")
+        wanted = dict.fromkeys((t["task_id"], t["task_version"]) for t in added)
+        missing = [shorten(tid, 60, quote=False) + (f" v{v}" if v else "") for tid, v in wanted
+                   if s.store.documents.find("tasks", tid, v) is None]
+        if missing:
+            raise ValidationError(f"{file}: unknown task(s) in 'tasks': {_some(missing)}; nothing was written",
+                                  hint="create them first with `agentenv task create FILE --id ID`")
+        # Keyed by task_id: a new entry replaces an old one in its place; new task ids go at the end.
+        merged = {t["task_id"]: {"task_id": t["task_id"], "task_version": t.get("task_version")} for t in entries}
+        merged.update((t["task_id"], t) for t in added)
+        doc = s.store.documents.put("evals", eval_id, {"tasks": list(merged.values()),
+                                                       "source": str(file.resolve())})
+    new_ids = {t["task_id"] for t in added}
+    replaced = len(new_ids & {e["task_id"] for e in entries})
+    click.echo(f"Created eval {eval_id} v{doc['version']} from v{base['version']}: {len(merged)} task(s) "
+               f"({len(new_ids) - replaced} added, {replaced} replaced).")
+
+
 @eval_group.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def list_evals(as_json):
