@@ -11,7 +11,7 @@ import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentenv_local.artifacts import read_folder
 from agentenv_local.errors import ValidationError
@@ -91,6 +91,7 @@ class Bundle:
     env_aliases: dict[str, str] = field(default_factory=dict)  # aliases.toml [envs]: alias -> folder name
     # (task file, step index, field, alias) of each step field an alias resolved: a store env of that id wins
     alias_uses: list[tuple[str, int, str, str]] = field(default_factory=list)
+    config: Any = None  # the project's configuration: its `[task_steps] impls` are step types of the tasks
 
 
 def id_root_for(path: Path, package: str | None = None) -> str:
@@ -103,7 +104,8 @@ def id_root_for(path: Path, package: str | None = None) -> str:
     return "@local/" + text.lstrip("/")
 
 
-def load_bundle(path: Path, package: str | None = None, *, follow_external_links: bool = False) -> Bundle:
+def load_bundle(path: Path, package: str | None = None, *, follow_external_links: bool = False,
+                config: Any = None) -> Bundle:
     path = Path(path).resolve()
     shown = str(path).encode("utf-8", "backslashreplace").decode()
     if shown != str(path):
@@ -136,7 +138,7 @@ def load_bundle(path: Path, package: str | None = None, *, follow_external_links
         raise ValidationError(f"{path}: not a bundle: it has none of {', '.join(k + '/' for k in KINDS)}",
                               problems=problems)
     bundle = Bundle(path=path, name=path.name, id_root=id_root_for(path, package), description=describe(path),
-                    ignored=stray, follow_external_links=follow_external_links)
+                    ignored=stray, follow_external_links=follow_external_links, config=config)
     for kind in NOT_YET:
         if (path / kind).is_dir() and any(not p.name.startswith(".") for p in (path / kind).iterdir()):
             bundle.deferred.append(kind)
@@ -380,7 +382,7 @@ def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
         task_id = f"{bundle.id_root}/{entry.stem}"
         try:
             steps = resolve_refs(data, bundle, where)
-            parse_task(steps, task_id, source=where)
+            parse_task(steps, task_id, source=where, config=bundle.config)
         except ValidationError as exc:
             problems += [f"{where}: {p}" for p in exc.problems] or [exc.message]
             continue
@@ -444,7 +446,7 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
 
     if not isinstance(steps, list):
         return steps
-    types = step_types()
+    types = step_types(bundle.config)
     out = []
     for raw in steps:
         if not isinstance(raw, dict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentenv_local.artifacts import files_digest, put_artifact
 from agentenv_local.errors import ValidationError
@@ -50,11 +51,13 @@ def _plan(store, collection: str, entity_id: str, digest: str) -> tuple[int, str
     return latest["version"] + 1, "changed"
 
 
-def preflight(store, bundle: Bundle) -> None:
+def preflight(store, bundle: Bundle, sandbox: str | None = None) -> None:
+    """Everything a task names that is not in the bundle must be in the store, and every sandbox provider
+    a run would use must be installed (`sandbox`: the run's --sandbox, which overrides the steps' own)."""
     from agentenv_local.tasks.model import step_types
     from agentenv_local.tasks.step import artifact_refs
 
-    types = step_types()
+    types = step_types(bundle.config)
     bundle_ids = {a.id for a in bundle.artifacts.values()} | {s.id for s in bundle.skills.values()}
     problems = []
     for entry in bundle.envs.values():
@@ -81,16 +84,41 @@ def preflight(store, bundle: Bundle) -> None:
                     what = "is not a skill" if doc is not None else "is not in this bundle"
                     problems.append(f"tasks/{task.source.name}: step {raw.get('id')!r}: field 'skills': skill "
                                     f"{ref!r} {what} (skills/: {here})" + ("" if doc else " nor in the store"))
+            if not sandbox and isinstance(raw.get("sandbox_type"), str):
+                mode = raw.get("sandbox_mode") if raw.get("type") == "deploy_sandbox" else "container"
+                if problem := _provider_problem(raw["sandbox_type"], mode if isinstance(mode, str) else "vm"):
+                    problems.append(f"tasks/{task.source.name}: step {raw.get('id')!r}: field 'sandbox_type': "
+                                    f"{problem}")
+    if sandbox and (problem := _provider_problem(sandbox, "vm")):
+        problems.append(f"--sandbox: {problem}")
     if problems:
         raise ValidationError(f"bundle {bundle.path}: {len(problems)} problem(s); nothing was written or run",
                               problems=problems)
 
 
-def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResult:
+def _provider_problem(name: str, mode: str) -> str | None:
+    """Why sandbox provider `name` (a fallback chain too) cannot be used here, or None."""
+    from agentenv_local.errors import AgentenvError
+    from agentenv_local.plugins import registry
+    from agentenv_local.tasks.sandbox_names import our_sandbox_type
+
+    try:
+        ours = [n for n in our_sandbox_type(name, mode).split(",") if n]
+    except AgentenvError as exc:
+        return f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    chain = [n for part in ours for n in (("podman", "process") if part == "auto" else (part,))]
+    if any(registry().get("sandbox_providers", n) is not None for n in chain):
+        return None
+    installed = ", ".join(sorted(registry().available("sandbox_providers"))) or "none"
+    return f"no sandbox provider named {name!r} is installed (installed: {installed}; see `agentenv plugin list`)"
+
+
+def materialize(store, bundle: Bundle, dry_run: bool = False, sandbox: str | None = None) -> MaterializeResult:
+    """`sandbox`: the run's --sandbox (checked, with the providers the steps name, before anything is written)."""
     from agentenv_local.compat.bundle_aliases import prefer_store_envs
 
     prefer_store_envs(store, bundle)  # a store's env of an alias's id wins over the alias (aliases.toml)
-    preflight(store, bundle)
+    preflight(store, bundle, sandbox)
     result = MaterializeResult()
 
     def record(kind: str, name: str, collection: str, entity_id: str, digest: str, write) -> int:
@@ -119,7 +147,7 @@ def materialize(store, bundle: Bundle, dry_run: bool = False) -> MaterializeResu
                                              extra={"bundle": str(bundle.path)}, if_changed=True))
     _materialize_envs(store, bundle, record, dry_run)
     for task in bundle.tasks.values():
-        steps = pin_versions(task.steps, pinned)
+        steps = pin_versions(task.steps, pinned, bundle.config)
         body = {"steps": steps, "description": task.description, "source": f"tasks/{task.source.name}",
                 "bundle": str(bundle.path)}
         digest = _json_digest({"steps": steps, "description": task.description})
@@ -158,7 +186,7 @@ def _materialize_envs(store, bundle: Bundle, record, dry_run: bool) -> None:
                                       store.documents.put("envs", entry.id, body, digest=digest, if_changed=True))
 
 
-def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:
+def pin_versions(steps: list[dict], pinned: dict[str, int], config: Any = None) -> list[dict]:
     """Pin each reference to a bundle artifact to the version stored now, so a task version always
     means the same inputs: changing an artifact makes a new task version too.
 
@@ -168,7 +196,7 @@ def pin_versions(steps: list[dict], pinned: dict[str, int]) -> list[dict]:
     """
     from agentenv_local.tasks.model import step_types
 
-    types = step_types()
+    types = step_types(config)  # `config`: the project's, whose [task_steps] impls are step types too
     out = []
     for raw in steps:
         raw = dict(raw)

@@ -12,11 +12,12 @@ import click
 
 
 @contextmanager
-def session() -> Iterator[Any]:
-    """A hub session for the current project (becomes the hub if none runs)."""
+def session(config: Any = None) -> Iterator[Any]:
+    """A hub session for the current project (becomes the hub if none runs); `config`: the project's,
+    when the command loaded it already."""
     from agentenv_local.hub import connect
 
-    s = connect()
+    s = connect(config=config)
     try:
         yield s
     finally:

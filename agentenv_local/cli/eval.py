@@ -140,12 +140,15 @@ def list_evals(as_json):
 @click.option("--version", type=int)
 @click.option("--k", type=click.IntRange(1, 10_000), default=1, show_default=True, help="Runs of each task.")
 @click.option("--concurrency", type=click.IntRange(1, 1000), help="Runs at once.")
+@click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
+              "[sandbox] default).")
 @click.option("--json", "as_json", is_flag=True)
-def run_eval(eval_id, version, k, concurrency, as_json):
+def run_eval(eval_id, version, k, concurrency, sandbox, as_json):
     """Run every task of an eval --k times; prints each run's result and the pass rate."""
     import secrets
 
     from agentenv_local.hub.launch import Job
+    from agentenv_local.tasks.options import RunOptions
 
     from ._drive import drive, exit_code
 
@@ -155,7 +158,8 @@ def run_eval(eval_id, version, k, concurrency, as_json):
         if not entries or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str) for t in entries):
             raise malformed(doc, "eval", "tasks")
         group = f"eval-{secrets.token_hex(4)}"
-        jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group)
+        options = RunOptions(sandbox=sandbox or None)
+        jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group, options=options)
                 for t in entries for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
                         verbose_steps=False, to_stderr=as_json)

@@ -16,7 +16,8 @@ import click
               help="Runs at once (default: [runner] concurrency, 4).")
 @click.option("--seeds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV file: one run per row, its columns fill <key> placeholders.")
-@click.option("--sandbox", help="Sandbox provider for steps that don't name one (overrides [sandbox] default).")
+@click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
+              "[sandbox] default).")
 @click.option("--agent", "agent", help="The agent for deploy_agent steps that name none (overrides [agents] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print what would be written and run.")
@@ -32,6 +33,7 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
     if bundle is None:
         return _list_bundles(as_json)
     from agentenv_local.bundles import find_bundle, load_bundle, materialize
+    from agentenv_local.config import load_config
     from agentenv_local.errors import ValidationError
     from agentenv_local.hub.launch import Job
     from agentenv_local.tasks.options import RunOptions
@@ -41,7 +43,8 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
     from ._drive import drive, exit_code
 
     folder, package = find_bundle(bundle)
-    loaded = load_bundle(folder, package, follow_external_links=follow_external_links)
+    config = load_config()  # first: its [task_steps] impls are step types of the bundle's tasks
+    loaded = load_bundle(folder, package, follow_external_links=follow_external_links, config=config)
     selected = _select(loaded, tasks, evals)
     if not selected:  # checked before anything is written
         raise ValidationError(f"bundle {folder} has no tasks to run; nothing was written",
@@ -50,8 +53,8 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, keep, dry_r
     options = RunOptions(sandbox=sandbox or None, agent=agent or None, keep=keep)
     if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
         click.echo(note, err=True)
-    with session() as s:
-        result = materialize(s.store, loaded, dry_run=dry_run)
+    with session(config) as s:
+        result = materialize(s.store, loaded, dry_run=dry_run, sandbox=options.sandbox)
         if dry_run and as_json:
             echo_json({"dry_run": True,
                        "plan": [{"kind": ln.kind, "name": ln.name, "id": ln.id, "version": ln.version,

@@ -20,15 +20,17 @@ def task():
 def create(file, task_id):
     """Validate a task JSON file and store it as the next version of --id."""
     from agentenv_local.bundles.materialize import _json_digest
+    from agentenv_local.config import load_config
     from agentenv_local.inputs import read_json_file
     from agentenv_local.tasks.model import parse_task
 
     steps = read_json_file(file)  # read once: what is stored is what was validated
-    parsed = parse_task(steps, task_id, source=str(file))
+    config = load_config()  # its [task_steps] impls are step types too
+    parsed = parse_task(steps, task_id, source=str(file), config=config)
     description = ""
     if isinstance(steps, dict):
         description, steps = str(steps.get("description", "")), steps["steps"]
-    with session() as s:
+    with session(config) as s:
         _check_artifacts(s, parsed, str(file))
         doc = s.store.documents.put("tasks", task_id, {"steps": steps, "description": description,
                                                       "source": str(file.resolve())},
@@ -93,21 +95,23 @@ def list_tasks(as_json):
 @click.option("--version", type=int)
 def validate(file, task_id, version):
     """Check a task file (or a stored task) without running it: every problem at once."""
+    from agentenv_local.config import load_config
     from agentenv_local.tasks.model import load_task_file, parse_task
 
     if bool(file) == bool(task_id):
         raise click.UsageError("give a FILE or --id (one of them)")
+    config = load_config()  # its [task_steps] impls are step types too
     if file:
-        parsed = load_task_file(file)
-        with session() as s:
+        parsed = load_task_file(file, config=config)
+        with session(config) as s:
             _check_artifacts(s, parsed, str(file))
         click.echo(f"{file}: {len(parsed.steps)} steps, no problems found.")
         return
-    with session() as s:
+    with session(config) as s:
         doc = s.store.documents.get("tasks", task_id, version)
         if (steps := stored_list(doc, "steps")) is None:
             raise malformed(doc, "task", "steps")
-        parsed = parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}")
+        parsed = parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}", config=config)
         _check_artifacts(s, parsed, f"task {task_id} v{doc['version']}")
     click.echo(f"{task_id} v{doc['version']}: {len(parsed.steps)} steps, no problems found.")
 
@@ -119,7 +123,8 @@ def validate(file, task_id, version):
 @click.option("--concurrency", type=click.IntRange(1, 1000), help="Runs at once (default: [runner] concurrency).")
 @click.option("--seeds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV: one run per row (times --k).")
-@click.option("--sandbox", help="Sandbox provider for steps that name none.")
+@click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
+              "[sandbox] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes (no teardown).")
 @click.option("--json", "as_json", is_flag=True, help="Print the finished runs as JSON.")
 def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):

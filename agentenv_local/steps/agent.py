@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from agentenv_local.errors import AgentenvError, StepError
+from agentenv_local.tasks.options import RunOptions
 from agentenv_local.tasks.step import Step
 
 if TYPE_CHECKING:
@@ -107,16 +108,15 @@ class DeployAgentStep(Step):
             problems.append("runtime: an agent at a2a_url is not started here; drop runtime")
         return problems
 
-    def agent_id(self, config: Any, overrides: dict | None = None) -> str:
+    def agent_id(self, config: Any, run_agent: str | None = None) -> str:
         """What to start: this step's a2a_agent_id, else the run's --agent, else [agents] default."""
-        return (self.a2a_agent_id or (overrides or {}).get("agent") or config.get("agents.default")
-                or "scripted")
+        return self.a2a_agent_id or run_agent or config.get("agents.default") or "scripted"
 
     def _needs_model(self, agent_id: str) -> bool:
         return agent_id == "tool-loop" and not self.a2a_url and not self.config.get("base_url")
 
     def config_preflight(self, config: Any, overrides: dict | None = None) -> list[str]:
-        if not self._needs_model(self.agent_id(config, overrides)):
+        if not self._needs_model(self.agent_id(config, RunOptions.from_stored(overrides).agent)):
             return []
         from agentenv_local.errors import ConfigError
         from agentenv_local.models import resolve_endpoint
@@ -148,7 +148,7 @@ class DeployAgentStep(Step):
                     raise StepError(f"step {self.id!r}: an agent named {self.agent_name!r} is already deployed "
                                     f"(by step {record.get('step_id')!r})", hint="give this one another agent_name")
         instance_id = f"agent-{uuid.uuid4().hex[:12]}"
-        agent_id = self.agent_id(ctx.services.config, ctx.metadata.get("user_overrides"))
+        agent_id = self.agent_id(ctx.services.config, ctx.options.agent)
         try:
             stored = registry.resolve(ctx.store, agent_id, self.a2a_agent_version)
         except AgentenvError as exc:
@@ -220,7 +220,8 @@ class DeployAgentStep(Step):
         from agentenv_local.hosting.agents.hosted import ContainerAgent
         from agentenv_local.sandbox_api import SandboxSpec
 
-        provider = ctx.sandbox_provider(self.sandbox_type or "podman")
+        # The run's --sandbox, else the step's own; a container agent needs a container provider: podman.
+        provider = ctx.sandbox_provider(ctx.chosen_sandbox_type(self.sandbox_type, "container") or "podman")
         image, command = self.image, None
         if image is None:
             image = await asyncio.to_thread(provider.runtime_image)

@@ -70,10 +70,12 @@ class DeployEnvStep(Step):
             if record.get("step_id") == self.id and not record.get("torn_down"):
                 await self._teardown_record(ctx, record)
         try:
-            # sandbox_type, cpu and memory_mb apply to the containers of image envs (the run's providers).
+            # sandbox_type (the run's --sandbox overrides it), cpu and memory_mb apply to the containers of
+            # image envs (the run's providers); None leaves the provider to the env manager.
+            sandbox_type = ctx.chosen_sandbox_type(self.sandbox_type, "container")
             record = await manager.deploy(self.env_id, self.env_version, run_id=ctx.run_id,
                                           gateway_mode=self.gateway_mode, metadata=dict(self.metadata),
-                                          sandbox_type=self.sandbox_type, cpu=self.cpu, memory_mb=self.memory_mb,
+                                          sandbox_type=sandbox_type, cpu=self.cpu, memory_mb=self.memory_mb,
                                           services=ctx.services)
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: could not deploy env {self.env_id!r}: {exc.message}",

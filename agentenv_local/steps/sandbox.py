@@ -63,7 +63,9 @@ class DeploySandboxStep(Step):
     boot_mode: str | None = None
     port: int | None = None
     env_vars: dict[str, str] = Field(default_factory=dict)
-    sandbox_type: str | None = None  # None: the run's --sandbox, else the configured `sandbox.default`
+    # The run's --sandbox overrides it; None: the configured `sandbox.default`. The reference's "local" is ours
+    # by sandbox_mode (vm: process, container: podman).
+    sandbox_type: str | None = None
     network_policy: NetworkPolicy | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -81,7 +83,7 @@ class DeploySandboxStep(Step):
         return problems
 
     async def execute(self, ctx: "StepContext") -> None:
-        provider_name = self.sandbox_type or ctx.default_sandbox_type()
+        provider_name = ctx.sandbox_type_for(self.sandbox_type, self.sandbox_mode)
         provider = ctx.sandbox_provider(provider_name)
         if self.sandbox_mode not in provider.supported_modes:
             raise StepError(

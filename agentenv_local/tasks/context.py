@@ -11,8 +11,10 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from agentenv_local.errors import NotFoundError, StepError
+from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 
+from .options import RunOptions
+from .sandbox_names import our_sandbox_type
 from .scoring import aggregate
 
 if TYPE_CHECKING:
@@ -35,12 +37,15 @@ def new_state(seed: dict | None = None) -> dict:
 
 class StepContext:
     def __init__(self, services: "RunServices", run_id: str, step: "Step", state: dict,
-                 cancelled: asyncio.Event | None = None):
+                 cancelled: asyncio.Event | None = None, options: RunOptions | None = None):
         self.services = services
         self.run_id = run_id
         self.step = step
         self.state = state
         self.cancelled = cancelled or asyncio.Event()
+        # The run's --sandbox/--agent/--keep; without them (a step test), what the state recorded.
+        self.options = options if options is not None else RunOptions.from_stored(
+            state.get("metadata", {}).get("user_overrides"))
 
     # -- shortcuts --------------------------------------------------------------------
     @property
@@ -67,7 +72,28 @@ class StepContext:
     # -- sandboxes --------------------------------------------------------------------
     def default_sandbox_type(self) -> str:
         """The provider for steps that name none: the run's --sandbox, else [sandbox] default."""
-        name = self.services.default_sandbox_type(self.metadata.get("user_overrides", {}).get("sandbox"))
+        return self.sandbox_type_for(None)
+
+    def chosen_sandbox_type(self, own: str | None, mode: str = "vm") -> str | None:
+        """The provider a step asked for: the run's --sandbox (which overrides a step's own, as in the
+        reference), else the step's `own` sandbox_type, each with the reference's spellings mapped onto
+        ours for `mode`; None when neither is given."""
+        wanted = self.options.sandbox or own
+        if not wanted:
+            return None
+        try:
+            name = our_sandbox_type(wanted, mode)
+        except AgentenvError as exc:
+            raise StepError(f"step {self.step.id!r}: {exc.message}", hint=exc.hint) from exc
+        return self._first_usable(name) if "," in name or name == "auto" else name
+
+    def sandbox_type_for(self, own: str | None, mode: str = "vm") -> str:
+        """The one place that decides a step's provider: the run's --sandbox, else the step's own
+        sandbox_type, else the configured [sandbox] default (a chain: its first usable provider)."""
+        return self.chosen_sandbox_type(own, mode) or self._first_usable(None)
+
+    def _first_usable(self, chain: str | None) -> str:
+        name = self.services.default_sandbox_type(chain)
         notice = self.services.sandbox_notice
         if notice and not self.metadata.get("sandbox_notice_shown"):
             self.metadata["sandbox_notice_shown"] = True

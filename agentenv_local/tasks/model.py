@@ -17,7 +17,7 @@ import pydantic
 
 from agentenv_local.errors import ValidationError
 from agentenv_local.inputs import id_problem, read_json_file, refused, shorten
-from agentenv_local.plugins import registry
+from agentenv_local.plugins import register_config_impls, registry
 from agentenv_local.untrusted import UntrustedInputError, check_shape
 
 from .step import Step
@@ -53,29 +53,27 @@ class Task:
         return out
 
 
-_config_impls_loaded = False
+def step_types(config: Any) -> dict[str, type[Step]]:
+    """Every usable step type: the registry's (entry points, and types registered in code), plus the
+    `[task_steps] impls` that `config` names; None: the registry's only.
 
-
-def step_types() -> dict[str, type[Step]]:
-    """Every usable step type: entry points, plus `[task_steps] impls` from this project's config."""
-    global _config_impls_loaded
-    if not _config_impls_loaded:
-        _config_impls_loaded = True
-        from agentenv_local.config import ConfigError, load_config
-        from agentenv_local.plugins import register_config_impls
-
-        try:
-            register_config_impls(load_config())
-        except ConfigError:
-            pass  # a broken config is reported by the command that reads it
+    The config is passed in, not found here, so a command that parses a task before it connects to the
+    hub (`agentenv run` loads the bundle first) knows the project's own step types all the same.
+    """
+    if config is not None:
+        # Registering again is harmless; a bad impls line is warned about when the session connects,
+        # and a task that uses it is told its type is unknown.
+        register_config_impls(config)
     return registry().available("task_steps")
 
 
-def load_task_file(path: Path, task_id: str | None = None) -> Task:
-    return parse_task(read_json_file(path), task_id or path.stem, source=str(path))
+def load_task_file(path: Path, task_id: str | None = None, *, config: Any = None) -> Task:
+    return parse_task(read_json_file(path), task_id or path.stem, source=str(path), config=config)
 
 
-def parse_task(data: Any, task_id: str, source: str | None = None, version: int | None = None) -> Task:
+def parse_task(data: Any, task_id: str, source: str | None = None, version: int | None = None, *,
+               config: Any = None) -> Task:
+    """`config`: the project's configuration, whose `[task_steps] impls` are step types too."""
     where = source or f"task {task_id}"
     try:  # a stored or hand-built body was not parsed by us: check it as untrusted too
         check_shape(data, what=where)
@@ -89,7 +87,7 @@ def parse_task(data: Any, task_id: str, source: str | None = None, version: int 
         raise ValidationError(f"{where}: a task is a JSON list of steps, got {type(data).__name__}")
     if not data:
         raise ValidationError(f"{where}: the task has no steps")
-    types = step_types()
+    types = step_types(config)
     problems: list[str] = []
     steps: list[Step] = []
     seen: set[str] = set()

@@ -5,7 +5,8 @@ One typed object from the command line through the hub socket to `Runner.submit`
     RunOptions(sandbox="process", keep=True)
 
 On the run record they are stored as before: `keep`, and `overrides` (also the run state's metadata
-`user_overrides`, which steps read) holding the `sandbox` and `agent` that were given.
+`user_overrides`) holding the `sandbox` and `agent` that were given. Steps read them typed, as
+`ctx.options`; a resumed run rebuilds them from the record (`RunOptions.from_stored`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,25 @@ from agentenv_local.errors import ValidationError
 
 @dataclass(frozen=True)
 class RunOptions:
-    sandbox: str | None = None  # provider for steps that name none (overrides [sandbox] default)
+    sandbox: str | None = None  # provider for every step's sandbox (overrides its sandbox_type and [sandbox] default)
     agent: str | None = None  # agent for deploy_agent steps that name none (overrides [agents] default)
     keep: bool = False  # keep sandboxes after the run (no teardown)
 
     def overrides(self) -> dict[str, str]:
         """The per-run settings as the run record and its state keep them (only those given)."""
         return {name: value for name, value in (("sandbox", self.sandbox), ("agent", self.agent)) if value}
+
+    @classmethod
+    def from_stored(cls, overrides: Mapping[str, Any] | None, keep: bool = False) -> RunOptions:
+        """The options a run was started with, from its record's `overrides` (or the state's
+        `user_overrides`) and `keep`; anything that is not a name is left out."""
+        given = overrides if isinstance(overrides, Mapping) else {}
+
+        def name(key: str) -> str | None:
+            value = given.get(key)
+            return value if isinstance(value, str) and value else None
+
+        return cls(sandbox=name("sandbox"), agent=name("agent"), keep=bool(keep))
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)

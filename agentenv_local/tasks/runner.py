@@ -61,7 +61,7 @@ class ActiveRun:
     generation: int = 0
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     future: asyncio.Future | None = None
-    keep: bool = False
+    options: RunOptions = field(default_factory=RunOptions)  # --sandbox/--agent/--keep, what steps see
     interrupt_reason: str | None = None
 
 
@@ -84,7 +84,8 @@ class Runner:
             raise NotFoundError(f"task {task_id!r}" + (f" v{version}" if version else "") + " not found",
                                 hint="create it with `agentenv task create FILE --id ID` or run its bundle")
         steps = apply_seed(doc["body"]["steps"], seed or {})
-        return parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}", version=doc["version"])
+        return parse_task(steps, task_id, source=f"task {task_id} v{doc['version']}", version=doc["version"],
+                          config=self.services.config)
 
     def submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
                group_id: str | None = None, options: RunOptions | None = None,
@@ -107,7 +108,7 @@ class Runner:
         self.store.runs.journal_append(run_id, "__seed__", "seed", {"state": state}, 0)
         self.store.events.append("run.queued", {"task_id": task_id, "task_version": task.version,
                                                 "total_steps": len(task.steps)}, run_id=run_id)
-        active = ActiveRun(run_id, task, state, keep=keep)
+        active = ActiveRun(run_id, task, state, options=options)
         self._start(active)
         return run
 
@@ -145,8 +146,9 @@ class Runner:
                                         "torn_down": False})
         self.store.events.append("run.resumed", {"generation": generation, "done_steps": sorted(done),
                                                  "lost_steps": lost, "redo_steps": sorted(redo)}, run_id=run_id)
+        options = RunOptions.from_stored(run.get("overrides"), keep=bool(run.get("keep")))
         active = ActiveRun(run_id, task, state, done=done, executed=executed, generation=generation,
-                           keep=bool(run.get("keep")))
+                           options=options)
         self._start(active)
         return self.store.runs.get(run_id)
 
@@ -269,7 +271,7 @@ class Runner:
     async def _run_step(self, active: ActiveRun, step, slots: asyncio.Semaphore) -> tuple[bool, str | None]:
         run_id = active.run_id
         async with slots:
-            ctx = StepContext(self.services, run_id, step, active.state, active.cancelled)
+            ctx = StepContext(self.services, run_id, step, active.state, active.cancelled, active.options)
             began = time.time()
             self._step_status(run_id, step.id, "running", started_at=began)
             self.store.events.append("step.started", {"type": step.type, "index": _index(active.task, step.id)},
@@ -346,7 +348,7 @@ class Runner:
 
     async def _teardown_step(self, active: ActiveRun, step_id: str) -> None:
         step = active.task.step(step_id)
-        ctx = StepContext(self.services, active.run_id, step, active.state, asyncio.Event())
+        ctx = StepContext(self.services, active.run_id, step, active.state, asyncio.Event(), active.options)
         try:
             await step.teardown(ctx)
         except Exception as exc:
@@ -355,7 +357,7 @@ class Runner:
 
     async def _finish(self, active: ActiveRun, status: str, error: str | None, score: float | None = None,
                       teardown: bool = True) -> None:
-        torn_down = teardown and not active.keep
+        torn_down = teardown and not active.options.keep
         error = self.services.mask(error)
         self.services.mask(active.state)
         if torn_down:
