@@ -156,6 +156,8 @@ VALIDATORS = {
     "sandbox_providers": "agentenv_local.sandbox_api:plugin_problem",
     "cli": "agentenv_local.cli.commands:plugin_problem",
     "agents": "agentenv_local.agents.base:plugin_problem",
+    "env_types": "agentenv_local.hosting.envs.env_types:plugin_problem",
+    "env_providers": "agentenv_local.hosting.envs.providers:plugin_problem",
 }
 
 
@@ -164,7 +166,7 @@ def _invalid(group: str, name: str, obj: Any) -> str | None:
     import importlib
 
     validator = VALIDATORS.get(group)
-    if validator is None:  # stores, env_types, env_providers, agents, bundles
+    if validator is None:  # stores, bundles
         return None if group == "bundles" or callable(obj) else "expected a class or factory"
     module_name, _, attr = validator.partition(":")
     check = getattr(importlib.import_module(module_name), attr)

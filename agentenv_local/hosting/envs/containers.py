@@ -13,6 +13,7 @@ from agentenv_local.errors import AgentenvError, NotFoundError
 from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 
 from .instance import DeployError, Instance, answers
+from .providers import EnvHost, EnvProvider
 from .records import McpServerEnv
 
 CONTAINER_PORT = 8000  # where an image env serves in its container, unless it sets container_port
@@ -164,3 +165,25 @@ async def remove_containers(inst: Instance) -> None:
         except Exception:
             log.exception("env instance %s: could not remove container %s", inst.instance_id, sandbox.sandbox_id)
     inst.sandboxes.clear()
+
+
+class ContainerProvider(EnvProvider):
+    """The `container` env provider: an `image` env in a container of a sandbox provider (ContainerChildren)."""
+
+    name = "container"
+
+    def __init__(self, host: EnvHost):
+        super().__init__(host)
+        self.containers = ContainerChildren(host.paths, host.services)
+
+    async def start(self, inst: Instance, child_name: str, where: str, server: McpServerEnv) -> tuple[Any, dict]:
+        return await self.containers.start(inst, child_name, where, server, self.host.ready_timeout)
+
+    async def stop(self, inst: Instance) -> None:
+        await remove_containers(inst)
+
+    def holds_resources(self) -> bool:
+        return self.containers.has_own_providers()
+
+    async def aclose(self) -> None:
+        await self.containers.aclose()

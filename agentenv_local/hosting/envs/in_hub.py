@@ -11,7 +11,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from .instance import DeployError
+from .instance import DeployError, Instance
+from .providers import EnvProvider
 from .records import McpServerEnv
 from .subprocesses import module_target
 
@@ -52,3 +53,13 @@ async def load_in_hub(child_name: str, where: str, folder: Path, senv: McpServer
         raise DeployError(f"{where}: cannot load {senv.module}: {type(e).__name__}: {e}",
                           hint=alone) from None
     return env_obj, {"name": child_name, "kind": "in_process"}
+
+
+class InHubProvider(EnvProvider):
+    """The `in_hub` env provider: a module env's Env object loaded into the hub."""
+
+    name = "in_hub"
+
+    async def start(self, inst: Instance, child_name: str, where: str, server: McpServerEnv) -> tuple[Any, dict]:
+        folder = self.host.materialize(inst, child_name, server)
+        return await load_in_hub(child_name, where, folder, server, self.host.ready_timeout)

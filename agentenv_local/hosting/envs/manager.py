@@ -6,9 +6,11 @@
     await manager.teardown(record["instance_id"])
 
 A deployed instance is a Gateway served by uvicorn as a task on the hub's loop (127.0.0.1, a free
-port). Its children: a module env in the hub (the Env object, no HTTP hop; in_hub.py) or as a subprocess, a
-`command` subprocess told its port by MCP_PORT (subprocesses.py), a `url` as is, or an `image` started in a
-container by a sandbox provider (containers.py). Instances are recorded in the `env_instances` records
+port). The env's type (env_types.py, the `agentenv_local.env_types` plugin group) says which servers stand
+behind it and which env provider (providers.py, the `agentenv_local.env_providers` group) runs each: a module
+env in the hub (the Env object, no HTTP hop; in_hub.py) or as a subprocess, a `command` subprocess told its
+port by MCP_PORT (subprocesses.py), a `url` as is, or an `image` started in a container by a sandbox provider
+(containers.py). Instances are recorded in the `env_instances` records
 (running -> terminated; sweep.py ends what a dead hub left); the gateway's RBAC rules, trigger state and clock
 are saved in `env_instance_state` whenever they change, so `deploy(resume=INSTANCE)` after a hub
 restart brings them back. Every gateway event is appended to the store's event log as
@@ -29,14 +31,13 @@ from typing import Any
 
 from agentenv_local.errors import NotFoundError, ValidationError
 
-from .containers import ContainerChildren, remove_containers
+from .env_types import EnvType, env_type
 from .gateway import deploy_gateway, gateway_state
-from .in_hub import load_in_hub, runs_in_hub
 from .instance import ADMIN, INSTANCES, READY_TIMEOUT_S, STATE, DeployError, Instance, utc_now
+from .providers import EnvProvider, make_provider
 from .records import ArtifactPin, McpServerEnv, MultiEnv, parse_env
 from .server_topology import deploy_server
 from .serving import guard_policy, stop_serving
-from .subprocesses import start_subprocess_child, stop_subprocesses
 from .sweep import kill_children, sweep_dead_hub
 
 log = logging.getLogger(__name__)
@@ -52,10 +53,13 @@ class EnvManager:
         self.loop = loop
         self.ready_timeout = ready_timeout
         # The hub's RunServices, whose sandbox providers run image envs; without it (or a deploy's own
-        # `services`) the manager makes its own provider and closes it with itself.
-        self.containers = ContainerChildren(paths, services)
+        # `services`) the container provider makes its own sandbox provider and closes it with itself. The
+        # manager is the EnvHost of the env providers it makes (providers.py).
+        self.services = services
         self.root = Path(paths.state_dir) / "envs"
         self._live: dict[str, Instance] = {}
+        self._providers: dict[str, EnvProvider] = {}  # one per env provider name, made when first needed
+        self._used: dict[str, list[EnvProvider]] = {}  # instance id -> the providers that started its servers
         self.swept_at_start = sweep_dead_hub(self.store, self.root)
 
     # -- reading ------------------------------------------------------------------------------
@@ -145,22 +149,9 @@ class EnvManager:
         from agentenv_local.gateway.children import ChildSpec
 
         env_id = doc["id"]
-        if isinstance(env, MultiEnv):
-            servers = []
-            for ref in env.refs():
-                sdoc, senv = self._env_doc(ref.env, ref.version)
-                if not isinstance(senv, McpServerEnv):
-                    raise DeployError(f"env {env_id}: mcp_server_envs: {ref.env!r} is a {senv.type} env, "
-                                      "not an mcp_server env")
-                servers.append((sdoc, senv))
-            name = env.name or env_id.rsplit("/", 1)[-1]
-            mode = gateway_mode or env.gateway_mode
-            prefix_tools = env.prefix_tools
-        else:
-            servers = [(doc, env)]
-            name = env.environment_name or env_id.rsplit("/", 1)[-1]
-            mode = gateway_mode or "performance"
-            prefix_tools = False
+        etype = self._type_of(env, f"env {env_id}")
+        servers = etype.servers(env_id, doc, env, self._env_doc)
+        name, mode, prefix_tools = etype.gateway_options(env_id, env, gateway_mode)
         children_info: list[dict] = []
         specs = []
         for sdoc, senv in servers:
@@ -192,18 +183,27 @@ class EnvManager:
         self.store.records.save(INSTANCES, inst.instance_id, record)
 
     async def _child(self, inst: Instance, child_name: str, sdoc: dict, senv: McpServerEnv) -> tuple[Any, dict]:
-        """Start one server of the instance: (the gateway's target for it, its entry in the record's children)."""
+        """Start one server of the instance through the env provider its type picks: (the gateway's target for
+        it, its entry in the record's children)."""
         where = f"env {sdoc['id']}"
-        if senv.image:
-            return await self.containers.start(inst, child_name, where, senv, self.ready_timeout)
-        if senv.url:
-            return senv.url, {"name": child_name, "kind": "url", "url": senv.url}
-        folder = self._materialize(inst, child_name, senv)
-        if senv.module and runs_in_hub(senv, where):
-            return await load_in_hub(child_name, where, folder, senv, self.ready_timeout)
-        return await start_subprocess_child(inst, child_name, where, folder, senv, self.ready_timeout)
+        provider_name = self._type_of(senv, where).provider(senv, where)
+        provider = self._providers.get(provider_name)
+        if provider is None:
+            provider = self._providers[provider_name] = make_provider(provider_name, self, where)
+        used = self._used.setdefault(inst.instance_id, [])
+        if provider not in used:  # before it starts anything, so a failed start is stopped too
+            used.append(provider)
+        return await provider.start(inst, child_name, where, senv)
 
-    def _materialize(self, inst: Instance, child_name: str, senv: McpServerEnv) -> Path:
+    @staticmethod
+    def _type_of(env: McpServerEnv | MultiEnv, where: str) -> EnvType:
+        etype = env_type(env.type)
+        if etype is None:  # parse_env found it moments ago: its plugin is gone or broken since
+            raise DeployError(f"{where}: its env type {env.type!r} is not available",
+                              hint="check `agentenv plugin list`")
+        return etype
+
+    def materialize(self, inst: Instance, child_name: str, senv: McpServerEnv) -> Path:
         """The child's folder in the instance's, with the env version's pinned files written into it."""
         from agentenv_local.artifacts import read_files
 
@@ -284,8 +284,11 @@ class EnvManager:
         if inst.gateway is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(inst.gateway.aclose(), 10)
-        await stop_subprocesses(inst)
-        await remove_containers(inst)
+        for provider in self._used.pop(inst.instance_id, []):
+            try:
+                await provider.stop(inst)
+            except Exception:  # a plugin's failure must not keep the others from stopping theirs
+                log.exception("env instance %s: env provider %s could not stop", inst.instance_id, provider.name)
         shutil.rmtree(inst.folder, ignore_errors=True)
         inside = str(inst.folder) + os.sep  # in-process envs put their folder on sys.path when loaded
         sys.path[:] = [p for p in sys.path if not (p + os.sep).startswith(inside)]
@@ -316,11 +319,16 @@ class EnvManager:
                 await self.teardown(instance_id, reason=reason)
             except Exception:
                 log.exception("env instance %s: teardown failed", instance_id)
-        await self.containers.aclose()
+        for provider in list(self._providers.values()):
+            try:
+                await provider.aclose()
+            except Exception:
+                log.exception("env provider %s: could not close", provider.name)
 
     def close(self, timeout: float = 30) -> None:
         """From another thread (the hub's close): tear down every live instance on the loop."""
-        if not (self._live or self.containers.has_own_providers()) or self.loop is None or not self.loop.is_running():
+        holding = any(p.holds_resources() for p in self._providers.values())
+        if not (self._live or holding) or self.loop is None or not self.loop.is_running():
             return
         future = asyncio.run_coroutine_threadsafe(self.aclose(), self.loop)
         with contextlib.suppress(Exception):

@@ -16,19 +16,21 @@ as a subprocess), `command` (any MCP server over streamable HTTP, told its port 
 in a hardened container that serves MCP on `container_port`, published on 127.0.0.1).
 `control_plane_auth = false` deploys it with the reference's open control plane (no admin token).
 A folder's files are stored with it as a file-bundle artifact, so an env version pins its code.
+
+`type` names an env type of the `agentenv_local.env_types` plugin group (env_types.py): its record model
+validates the rest of the table. Ours are `mcp_server` (McpServerEnv) and `multi` (MultiEnv).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentenv_local.errors import ValidationError
 
-ENV_TYPES = ("mcp_server", "multi")
 SOURCES = ("module", "command", "url", "image")
 
 
@@ -116,28 +118,47 @@ class MultiEnv(BaseModel):
         return [EnvRef(env=r) if isinstance(r, str) else r for r in self.mcp_server_envs]
 
 
-EnvRecord = Annotated[Union[McpServerEnv, MultiEnv], Field(discriminator="type")]
-_ADAPTER = pydantic.TypeAdapter(EnvRecord)
+EnvRecord = McpServerEnv | MultiEnv  # every env type's record is a subclass of one of these
+
+
+def env_types() -> list[str]:
+    """The env types this installation deploys: the working `agentenv_local.env_types` entries."""
+    from agentenv_local.plugins import registry
+
+    return sorted(registry().available("env_types"))
+
+
+def record_model(type_name: str, where: str) -> type[BaseModel]:
+    """The record model of env type `type_name`, or a ValidationError listing the registered types."""
+    from agentenv_local.plugins import registry
+
+    env_type = registry().get("env_types", type_name) if isinstance(type_name, str) else None
+    if env_type is None:
+        failed = registry().failure("env_types", type_name) if isinstance(type_name, str) else None
+        raise ValidationError(f"{where}: type {type_name!r} is not an env type this version deploys"
+                              + (f" (its plugin failed to load: {failed})" if failed else "")
+                              + f"; use one of {', '.join(env_types())}")
+    return env_type.record
 
 
 def parse_env(data: dict, where: str) -> McpServerEnv | MultiEnv:
-    """Validate an env body, reporting every problem with its field."""
+    """Validate an env body with its type's record model, reporting every problem with its field."""
     data = dict(data)
     data.setdefault("type", "mcp_server")
     data.pop("id", None)
-    if data["type"] not in ENV_TYPES:
-        raise ValidationError(f"{where}: type {data['type']!r} is not an env type this version deploys; "
-                              f"use one of {', '.join(ENV_TYPES)}")
+    model = record_model(data["type"], where)
     try:
-        return _ADAPTER.validate_python(data)
+        env = model.model_validate(data)
     except pydantic.ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"][1:]) or "(env)"
+            loc = ".".join(str(p) for p in err["loc"]) or "(env)"
             msg = ("unknown key (typo?)" if err["type"] == "extra_forbidden"
                    else err["msg"].removeprefix("Value error, "))
             problems.append(f"{where}: {loc}: {msg}")
         raise ValidationError(f"{where}: {len(problems)} problem(s) in the env", problems=problems) from exc
+    assert isinstance(env, McpServerEnv | MultiEnv)  # env_types.plugin_problem checked the record model
+    return env
 
 
 def load_env_folder(folder: Path) -> tuple[McpServerEnv | MultiEnv, dict, str | None]:

@@ -9,11 +9,13 @@ import contextlib
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 from agentenv_local.procs import host_env, start_logged, stop_group
 
 from .instance import ChildProc, DeployError, Instance, answers
+from .providers import EnvProvider
 from .records import McpServerEnv
 
 
@@ -88,3 +90,16 @@ async def stop_subprocesses(inst: Instance) -> None:
             await loop.run_in_executor(None, stop_group, p.proc.pid)
         with contextlib.suppress(Exception):
             p.proc.wait(timeout=1)
+
+
+class SubprocessProvider(EnvProvider):
+    """The `subprocess` env provider: a module env or a `command` run as a process of its own."""
+
+    name = "subprocess"
+
+    async def start(self, inst: Instance, child_name: str, where: str, server: McpServerEnv) -> tuple[Any, dict]:
+        folder = self.host.materialize(inst, child_name, server)
+        return await start_subprocess_child(inst, child_name, where, folder, server, self.host.ready_timeout)
+
+    async def stop(self, inst: Instance) -> None:
+        await stop_subprocesses(inst)
