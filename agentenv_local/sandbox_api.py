@@ -184,6 +184,12 @@ class Sandbox(abc.ABC):
     async def terminate(self) -> None:
         """Stop everything the sandbox runs and free it. Calling it twice is fine."""
 
+    @property
+    def tunnel_urls(self) -> dict[str, str]:
+        """Where a process on the host reaches the sandbox's exposed ports: port (as a string) -> base URL, e.g.
+        {"8000": "http://127.0.0.1:41234"}. Empty when the sandbox publishes no ports (the default here)."""
+        return {}
+
     def to_record(self) -> dict[str, Any]:
         return {"sandbox_id": self.sandbox_id, "sandbox_type": self.type, "sandbox_name": self.spec.name,
                 "sandbox_mode": self.spec.mode, "run_id": self.spec.run_id}

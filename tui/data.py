@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from agentenv_local.hub.launch import Job
 from agentenv_local.hub.launch import submit as submit_job
+from agentenv_local.hub.methods import HubMethods
 
 from .model import LIVE
 
@@ -55,6 +56,7 @@ class Source(Protocol):
 class HubSource:
     def __init__(self, session: Any):
         self.session = session
+        self.hub = HubMethods(session)
 
     @classmethod
     def connect(cls, start: Any = None) -> HubSource:
@@ -101,13 +103,13 @@ class HubSource:
 
     # -- actions --
     def cancel(self, run_id: str) -> dict:
-        return self.session.call("runner.cancel", run_id=run_id)
+        return self.hub.cancel_run(run_id)
 
     def resume(self, run_id: str) -> dict:
-        return self.session.call("runner.resume", run_id=run_id)
+        return self.hub.resume_run(run_id)
 
     def review(self, review_id: str, decision: str) -> dict:
-        return self.session.call("runner.review", review_id=review_id, decision=decision)
+        return self.hub.review(review_id, decision)
 
     def submit(self, job: Job) -> dict:
         return submit_job(self.session, job)
@@ -151,7 +153,7 @@ class HubSource:
         return _http_json("GET", gateway_url.rstrip("/") + "/clock/state")
 
     def advance_clock(self, instance_id: str, seconds: float) -> dict:
-        return self.session.call("envs.advance_clock", instance_id=instance_id, seconds=seconds)
+        return self.hub.advance_env_clock(instance_id, seconds)
 
     # -- human agents --
     def human_pending(self, agent: dict) -> list[dict]:

@@ -228,8 +228,9 @@ def build_server(tools: PeerTools) -> Any:
     # fields the models would drop (resultType, ttlMs, cacheScope)
     return Server(PEER_TOOLS_SERVER, version=__version__,
                   instructions="Delegate work to peer A2A agents: list them, message them, follow their tasks.",
-                  get_tool_input_schema=_SCHEMAS.get, on_list_tools=on_list_tools,  # type: ignore[arg-type]
-                  on_call_tool=on_call_tool)  # type: ignore[arg-type]
+                  get_tool_input_schema=_SCHEMAS.get,
+                  on_list_tools=on_list_tools,  # type: ignore[arg-type]  # returns a plain dict (see above)
+                  on_call_tool=on_call_tool)  # type: ignore[arg-type]  # returns a plain dict (see above)
 
 
 class PeerToolsEndpoint:
@@ -288,7 +289,7 @@ class PeerToolsEndpoint:
         try:
             yield
         finally:
-            if self._runner is not None:
-                self._stop.set()  # type: ignore[union-attr]
+            if self._runner is not None and self._stop is not None:  # _start sets both at once
+                self._stop.set()
                 with contextlib.suppress(BaseException):
                     await self._runner

@@ -194,6 +194,6 @@ def sse_response(stream: EventStream) -> Any:
             finally:
                 stream.close()
                 with contextlib.suppress(Exception):
-                    await self.body_iterator.aclose()   # type: ignore[attr-defined]
+                    await self.body_iterator.aclose()  # type: ignore[attr-defined]  # typed AsyncIterable; ours is a generator
 
     return _SSEResponse(stream.events(), media_type="text/event-stream", headers=SSE_HEADERS)

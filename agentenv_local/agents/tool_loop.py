@@ -33,12 +33,12 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, SecretStr, field_serializer, field_validator
 
 from .base import Agent
-from .types import AgentConfig, TaskRequest, TaskResult, Usage
+from .types import AgentConfig, ErrorType, TaskRequest, TaskResult, Usage
 
 TRAJECTORY_FORMAT = "agentenv-tool-loop/1"
 MAX_CONTEXTS = 1024
@@ -190,7 +190,7 @@ def _clip(text: str, limit: int = MAX_TOOL_RESULT_CHARS) -> str:
 
 
 class _Fail(Exception):
-    def __init__(self, code: str, message: str, error_type: str = "agent_error"):
+    def __init__(self, code: str, message: str, error_type: ErrorType = "agent_error"):
         super().__init__(message)
         self.code, self.message, self.error_type = code, message, error_type
 
@@ -219,7 +219,7 @@ class ToolLoopAgent(Agent):
     async def run(self, request: TaskRequest) -> TaskResult:
         from agentenv_local.config.masking import mask_known_secrets
 
-        cfg: ToolLoopConfig = request.config  # type: ignore[assignment]
+        cfg = cast(ToolLoopConfig, request.config)  # the server validated it with our config_model
         log = request.trajectory
         log.set_format(TRAJECTORY_FORMAT)
         history = list(self._history.get(request.context_id, []))
@@ -232,7 +232,7 @@ class ToolLoopAgent(Agent):
         except _Fail as f:
             message = mask_known_secrets(f.message, [key] if key else [])
             log.append({"type": "fail", "code": f.code, "message": message, "error_type": f.error_type})
-            return TaskResult.failure(f.code, message, error_type=f.error_type)  # type: ignore[arg-type]
+            return TaskResult.failure(f.code, message, error_type=f.error_type)
         self._history[request.context_id] = history + turn_messages
         self._history.move_to_end(request.context_id)
         while len(self._history) > MAX_CONTEXTS:

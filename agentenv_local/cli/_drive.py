@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from agentenv_local.hub.launch import Job, Launcher, SessionSubmitter
+from agentenv_local.hub.methods import HubMethods
 
 from ._common import duration, score_text
 
@@ -60,6 +61,7 @@ def drive(session: Any, jobs: list[Job], concurrency: int = 4, verbose_steps: bo
 
     `to_stderr`: print the progress lines on stderr (for --json, whose stdout is only JSON).
     """
+    hub = HubMethods(session)
     stream = session.subscribe()
     launcher = Launcher(SessionSubmitter(session, attach=True), concurrency)
     order: dict[str, int] = {}
@@ -78,7 +80,7 @@ def drive(session: Any, jobs: list[Job], concurrency: int = 4, verbose_steps: bo
 
     try:
         for i, run_id in enumerate(resume_run_ids or []):
-            run = session.call("runner.resume", run_id=run_id, attach=True)
+            run = hub.resume_run(run_id, attach=True)
             order[run["run_id"]] = len(jobs) + i
             labels[run["run_id"]] = run.get("task_name") or run["task_id"]
             launcher.adopt(run["run_id"])
@@ -111,7 +113,7 @@ def drive(session: Any, jobs: list[Job], concurrency: int = 4, verbose_steps: bo
         click.echo("Cancelling...", err=True)
         for run_id in list(launcher.in_flight):
             try:
-                session.call("runner.cancel", run_id=run_id)
+                hub.cancel_run(run_id)
             except Exception:
                 pass
         deadline = time.monotonic() + 10
@@ -168,7 +170,7 @@ def _ask_review(session: Any, event: dict, label: str, progress: Progress) -> No
         return
     answer = click.prompt(f"[{label}] review: {body.get('label') or event.get('step_id')}  continue or abort?",
                           type=click.Choice(["continue", "abort"]), default="continue", err=True)
-    session.call("runner.review", review_id=body["review_id"], decision=answer)
+    HubMethods(session).review(body["review_id"], answer)
 
 
 def _summary_line(label: str, run: dict) -> str:

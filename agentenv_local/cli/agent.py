@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from agentenv_local.hub.methods import HubMethods
+
 from ._common import ago, echo_json, serve_until_stopped, session, table
 
 
@@ -96,8 +98,8 @@ def list_agents(as_json):
 def deploy(agent_id, version, runtime, config_json, keep_running, as_json):
     """Start an agent that stays up (in the hub: behind `agentenv up`, or in the foreground)."""
     with session() as s:
-        record = s.call("agents.deploy", agent_id=agent_id, version=version, runtime=runtime,
-                        config=_json_option(config_json, "--config"))
+        record = HubMethods(s).deploy_agent(agent_id, version, runtime=runtime,
+                                            config=_json_option(config_json, "--config"))
         if as_json:
             echo_json(record)
         else:
@@ -107,7 +109,7 @@ def deploy(agent_id, version, runtime, config_json, keep_running, as_json):
         if not foreground:
             click.echo(f"Stop it with `agentenv agent teardown {record['instance_id']}`.", err=as_json)
             return
-        serve_until_stopped(s, lambda: s.call("agents.teardown", record["instance_id"]))
+        serve_until_stopped(s, lambda: HubMethods(s).teardown_agent(record["instance_id"]))
 
 
 @agent_group.command("instances")
@@ -116,7 +118,7 @@ def deploy(agent_id, version, runtime, config_json, keep_running, as_json):
 def instances(show_all, as_json):
     """Agents `agentenv agent deploy` started (running ones, unless --all)."""
     with session() as s:
-        rows = s.call("agents.instances", status=None if show_all else "running")
+        rows = HubMethods(s).agent_instances(status=None if show_all else "running")
     if as_json:
         echo_json(rows)
         return
@@ -132,7 +134,7 @@ def instances(show_all, as_json):
 def teardown(instance_id):
     """Stop an agent instance."""
     with session() as s:
-        s.call("agents.teardown", instance_id)
+        HubMethods(s).teardown_agent(instance_id)
     click.echo(f"Tore down {instance_id}.")
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from agentenv_local.hub.methods import HubMethods
+
 from ._common import ago, echo_json, serve_until_stopped, session, table
 
 
@@ -137,8 +139,8 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
     if not env_id and not resume:
         raise ValidationError("give the env to deploy: --id ENV (or --resume INSTANCE)")
     with session() as s:
-        record = s.call("envs.deploy", env_id=env_id, version=version, gateway_mode=gateway_mode, resume=resume,
-                        control_plane_auth=False if open_control_plane else None)
+        record = HubMethods(s).deploy_env(env_id, version, gateway_mode=gateway_mode, resume=resume,
+                                          control_plane_auth=False if open_control_plane else None)
         if as_json:
             echo_json(record)
         else:
@@ -150,7 +152,7 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
             return
         def teardown() -> None:
             try:
-                s.call("envs.teardown", record["instance_id"])
+                HubMethods(s).teardown_env(record["instance_id"])
             except Exception as e:  # the hub's close tears it down anyway
                 click.echo(f"teardown: {e}", err=True)
             click.echo(f"Tore down {record['instance_id']}.", err=True)
@@ -175,14 +177,14 @@ def instances(instance_id, show_all, admin_token, as_json):
     if admin_token and not instance_id:
         raise ValidationError("--admin-token needs the instance: agentenv env instances INSTANCE --admin-token")
     with session() as s:
-        rows = s.call("envs.instances", status=None if show_all or instance_id else "running")
+        rows = HubMethods(s).env_instances(status=None if show_all or instance_id else "running")
         if instance_id:
             rows = [r for r in rows if r["instance_id"] == instance_id]
             if not rows:
                 raise NotFoundError(f"no env instance {instance_id!r}",
                                     hint="list them with `agentenv env instances --all`")
             if admin_token:
-                token = s.call("envs.admin_token", instance_id)
+                token = HubMethods(s).env_admin_token(instance_id)
                 if token is None:
                     raise NotFoundError(f"env instance {instance_id} has no admin token",
                                         hint="it was deployed with control_plane_auth = false (an open "
@@ -207,7 +209,7 @@ def instances(instance_id, show_all, admin_token, as_json):
 def teardown(instance_id):
     """Stop a deployed env instance (its gateway and servers) and remove its files."""
     with session() as s:
-        record = s.call("envs.teardown", instance_id)
+        record = HubMethods(s).teardown_env(instance_id)
     click.echo(f"Tore down {record['instance_id']} ({record['env_id']}): {record.get('status')}.")
 
 
@@ -221,7 +223,7 @@ def bind_role(instance_id, role):
     header alone can no longer claim it. Only a digest of the token is stored.
     """
     with session() as s:
-        token = s.call("envs.bind_role", instance_id, role)
+        token = HubMethods(s).bind_env_role(instance_id, role)
     click.echo(token)
     click.echo(f"Role {role!r} of {instance_id} now needs: Authorization: Bearer <the token above>", err=True)
 

@@ -27,7 +27,7 @@ def stdio(instance_id, role, token):
 
     from agentenv_local.errors import NotFoundError, ValidationError
     from agentenv_local.gateway.stdio_bridge import bridge
-    from agentenv_local.hub import connect
+    from agentenv_local.hub import HubMethods, connect
 
     if token and token.startswith("env:"):
         name = token[4:]
@@ -36,7 +36,7 @@ def stdio(instance_id, role, token):
             raise ValidationError(f"--token env:{name}: the environment variable {name} is not set")
     session = connect()
     try:
-        running = session.call("envs.instances", status="running")
+        running = HubMethods(session).env_instances(status="running")
     finally:
         session.close()
     matches = [r for r in running if r["instance_id"].startswith(instance_id)]

@@ -91,12 +91,12 @@ def reply(run_id, agent_name, message, data_json, end):
                             hint="pick one with --agent NAME")
     agent, question = min(waiting, key=lambda aq: aq[1].get("asked_at") or "")
     if message is None:
-        # deprecated in click 8.5 (reached through its module __getattr__, typed object)
-        stdin = click.get_text_stream("stdin")  # type: ignore[operator]
-        if stdin.isatty():
-            click.echo(f"{agent['agent_name']} was asked: {question.get('text', '')}", err=True)
-            click.echo("Type the answer; end it with Ctrl-D on an empty line.", err=True)
-        message = stdin.read()
+        # "-": the same text stdin click.get_text_stream gave (deprecated in click 8.5), left open on exit
+        with click.open_file("-") as stdin:
+            if stdin.isatty():
+                click.echo(f"{agent['agent_name']} was asked: {question.get('text', '')}", err=True)
+                click.echo("Type the answer; end it with Ctrl-D on an empty line.", err=True)
+            message = stdin.read()
         message = message.removesuffix("\n")
     if not message and not data and not end:
         raise AgentenvError("the answer is empty", hint="give --message TEXT (or pipe it on stdin), or --end")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from agentenv_local.hub.methods import HubMethods
+
 from ._common import ago, duration, echo_json, score_text, session, table
 
 
@@ -129,7 +131,7 @@ def cancel(run_id):
     import time
 
     with session() as s:
-        result = s.call("runner.cancel", run_id=run_id)
+        result = HubMethods(s).cancel_run(run_id)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             run = s.store.runs.get(result["run_id"])
@@ -156,5 +158,5 @@ def review(run_id, decision):
 
             raise NotFoundError(f"run {full_id} has no review waiting for a decision")
         for record in pending:
-            s.call("runner.review", review_id=record["id"], decision=decision)
+            HubMethods(s).review(record["id"], decision)
             click.echo(f"{record['id']}: {decision}")

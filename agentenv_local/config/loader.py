@@ -485,6 +485,12 @@ class Config:
 
             # Stores register as plugins (the core never imports the stores package directly).
             SecretStore: Any = registry().get("stores", "secrets")
+            if SecretStore is None:
+                why = registry().failure("stores", "secrets") or "nothing is registered under that name"
+                raise ConfigError(f"no secrets store to read `secret:` references with: the 'secrets' store "
+                                  f"plugin (entry point group agentenv_local.stores) is not available ({why})",
+                                  hint="reinstall agentenv-local (pip install -e .), and see what failed to load "
+                                       "with `agentenv plugin check`")
 
             self._store_building = True
             try:

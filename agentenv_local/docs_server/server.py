@@ -211,8 +211,11 @@ def build_server() -> Any:
     # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
     # fields the models would drop (resultType, ttlMs, cacheScope)
     return Server(SERVER_NAME, version=__version__, title="agentenv-local docs", instructions=INSTRUCTIONS,
-                  lifespan=lifespan, on_list_tools=on_list_tools, on_call_tool=on_call_tool,  # type: ignore[arg-type]
-                  on_list_resources=on_list_resources, on_read_resource=on_read_resource)  # type: ignore[arg-type]
+                  lifespan=lifespan,
+                  on_list_tools=on_list_tools,  # type: ignore[arg-type]  # returns a plain dict (see above)
+                  on_call_tool=on_call_tool,  # type: ignore[arg-type]  # returns a plain dict (see above)
+                  on_list_resources=on_list_resources,  # type: ignore[arg-type]  # a plain dict (see above)
+                  on_read_resource=on_read_resource)  # type: ignore[arg-type]  # a plain dict (see above)
 
 
 def warm_up() -> None:

@@ -51,5 +51,6 @@ def build_server(runtime: Runtime) -> Any:
     # mcp types these handlers' results as its models; its Server sends a plain dict as is, which keeps the
     # fields the models would drop (resultType, ttlMs, cacheScope)
     return Server(runtime.name, version=__version__, instructions=runtime.description, lifespan=lifespan,
-                  get_tool_input_schema=runtime.input_schema, on_list_tools=on_list_tools,  # type: ignore[arg-type]
-                  on_call_tool=on_call_tool)  # type: ignore[arg-type]
+                  get_tool_input_schema=runtime.input_schema,
+                  on_list_tools=on_list_tools,  # type: ignore[arg-type]  # returns a plain dict (see above)
+                  on_call_tool=on_call_tool)  # type: ignore[arg-type]  # returns a plain dict (see above)

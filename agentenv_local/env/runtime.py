@@ -43,6 +43,7 @@ from .context import (
     SESSION_META_KEY,
     VIRTUAL_TIME_META_KEY,
     ToolContext,
+    Transport,
     _current,
 )
 from .errors import EnvError, find_env_error
@@ -205,7 +206,7 @@ class Runtime:
         return result
 
     async def call_tool(self, name: str, arguments: Any, *, meta: Any = None, headers: Any = None,
-                        transport: str = "mcp") -> dict:
+                        transport: Transport = "mcp") -> dict:
         """One `tools/call`, answered in wire form (never raises for a tool's own failure)."""
         served = self.tools.get(name)
         if served is None:
@@ -213,7 +214,7 @@ class Runtime:
         if arguments is None:
             arguments = {}
         ctx = ToolContext.from_request(name, arguments if isinstance(arguments, dict) else {}, meta=meta,
-                                       headers=headers, transport=transport)  # type: ignore[arg-type]
+                                       headers=headers, transport=transport)
         result = await self._dispatch(served, name, arguments, ctx)
         changes = ctx.changes
         if changes:  # the rows the call recorded ride in the result's _meta (none: no key at all)

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from agentenv_local.tasks.options import RunOptions
 
+from .methods import HubMethods
+
 # A run in one of these states holds no slot.
 FINAL_STATUSES = ("passed", "failed", "error", "cancelled", "interrupted")
 
@@ -47,8 +49,8 @@ class SessionSubmitter:
 
 def submit(session: Any, job: Job, attach: bool = False) -> dict:
     """`runner.submit` on the hub: the queued run record."""
-    return session.call("runner.submit", task_id=job.task_id, version=job.version, seed=job.seed,
-                        group_id=job.group_id, options=job.options, attach=attach)
+    return HubMethods(session).submit_run(job.task_id, job.version, job.seed, job.group_id, job.options,
+                                          attach=attach)
 
 
 class Launcher:

@@ -193,7 +193,7 @@ class Hub:
                     raise HubError(f"{method} is not callable through the hub")
                 raise HubError(f"unknown hub method {method!r}")
             return getattr(store, name)(*args, **kwargs)
-        handler = self._ops().get(method)
+        handler = self._ops().get(method) if wire.is_hub_method(method) else None
         if handler is None:
             raise HubError(f"unknown hub method {method!r}")
         return handler(*args, conn_id=conn_id, **kwargs)

@@ -2,7 +2,7 @@
 
     with connect() as session:
         session.store.documents.put("tasks", "t", {...})
-        run = session.call("runner.submit", task_id="t")
+        run = HubMethods(session).submit_run("t")  # the hub's own methods, typed (methods.py)
 
 If no hub runs for the project, this process becomes it (opens the DuckDB file, serves the
 socket) and stays up, once its own command is done, until its clients are done (at the end of

@@ -5,8 +5,9 @@ Response {"id": n, "result": ...} or {"id": n, "error": {"type", "message", "hin
 Stream   {"event": {...}} lines after an `events.subscribe` request.
 Bytes travel as {"__b64__": "..."}; Query objects and RunOptions as their wire dicts.
 
-The methods a client may call: the hub's own (`hub.*`, `runner.*`, `envs.*`, `agents.*`: Hub._ops) and,
-on the store, exactly the ones listed in STORE_METHODS.
+The methods a client may call: the hub's own, exactly the ones listed in HUB_METHODS (Hub._ops answers
+them; hub/methods.py `HubMethods` calls them, typed), and, on the store, exactly the ones listed in
+STORE_METHODS.
 """
 
 from __future__ import annotations
@@ -25,6 +26,22 @@ STORE_METHODS: dict[str, frozenset[str]] = {
     "events": frozenset({"append", "append_many", "flush", "query"}),
     "objects": frozenset({"blob_path", "exists", "get", "list", "metadata", "put"}),
 }
+
+
+# The hub's own methods, by namespace: `hub.*` is what a connection says first (hub/session.py,
+# `agentenv down`); the rest are HubMethods' typed calls.
+HUB_METHODS: dict[str, frozenset[str]] = {
+    "hub": frozenset({"hello", "status", "shutdown"}),
+    "runner": frozenset({"submit", "resume", "cancel", "review", "attach"}),
+    "envs": frozenset({"deploy", "instances", "teardown", "bind_role", "admin_token", "advance_clock"}),
+    "agents": frozenset({"deploy", "instances", "teardown"}),
+}
+
+
+def is_hub_method(method: str) -> bool:
+    """Whether `method` ("namespace.name") is one of the hub's own methods a client may call."""
+    namespace, _, name = method.partition(".")
+    return name in HUB_METHODS.get(namespace, frozenset())
 
 
 def _default(value: Any) -> Any:

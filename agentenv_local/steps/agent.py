@@ -231,9 +231,7 @@ class DeployAgentStep(Step):
                            env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **stored["env_vars"], **self.env_vars},
                            labels={"agentenv.run": ctx.run_id, "agentenv.agent-instance": instance_id})
         sandbox = await provider.create(spec)
-        # tunnel_urls: the published ports, which the container providers' sandboxes have; the ABC does not declare it
-        agent = ContainerAgent(url=sandbox.tunnel_urls["8000"],  # type: ignore[attr-defined]
-                               runtime="container", sandbox=sandbox)
+        agent = ContainerAgent(url=sandbox.tunnel_urls["8000"], runtime="container", sandbox=sandbox)
         try:
             await agent.wait_ready(self.ready_timeout_seconds)
         except BaseException:

@@ -109,7 +109,7 @@ def _text_reply(text: str, **kw: Any) -> Reply:
     return Reply(text=text, **kw)
 
 
-Reply.text = staticmethod(_text_reply)  # type: ignore[assignment]
+Reply.text = staticmethod(_text_reply)  # type: ignore[assignment]  # the class attribute is a builder (above)
 
 
 # --- recorded requests -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 from agentenv_local.agents.builtin import named_agents
 from agentenv_local.errors import AgentenvError
-from agentenv_local.procs import announced_url
+from agentenv_local.procs import announced_url, stop_group
 
 from ..asgi import START_TIMEOUT_S, NotStarted, start_server, stop_server
 
@@ -47,12 +47,9 @@ class HostedAgent:
             await stop_server(self._server, self._task)
             self._server = None
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                await asyncio.to_thread(self._proc.wait, 5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                await asyncio.to_thread(self._proc.wait, 5)
+            # spawn() started it in its own session: stop its whole group (whatever it started too)
+            await asyncio.to_thread(stop_group, self._proc.pid)
+            self._proc.poll()  # stop_group reaped it: let the Popen know
 
 
 def resolve_spec(spec: str, base_dir: Path | None = None) -> str:

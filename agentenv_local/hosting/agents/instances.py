@@ -15,10 +15,13 @@ from typing import Any
 
 from agentenv_local.agents import registry
 from agentenv_local.errors import AgentenvError, NotFoundError
+from agentenv_local.procs import cmdline, pid_alive, stop_group
 
 from .hosted import HostedAgent, resolve_spec, serve_in_hub, spawn
 
 COLLECTION = "agent_instances"
+# In the command line of every agent subprocess (`python -m agentenv_local.agents SPEC`, hosted.spawn).
+AGENT_SERVER_MARK = b"agentenv_local.agents"
 
 
 class AgentInstances:
@@ -29,15 +32,13 @@ class AgentInstances:
         self._sweep()
 
     def _sweep(self) -> None:
-        """Instances a dead hub left: their in-hub servers died with it; subprocesses are stopped."""
-        import os
-        import signal
-
+        """Instances a dead hub left: their in-hub servers died with it; subprocesses are stopped (with their
+        process group), but only a pid that still is an agent server: the number may be another process's now."""
         for rec in self.store.records.query({"collection": COLLECTION, "filters": [["status", "eq", "running"]]}):
             body = dict(rec["body"])
-            if body.get("pid"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(body["pid"], signal.SIGTERM)
+            pid = int(body.get("pid") or 0)
+            if pid and pid_alive(pid) and AGENT_SERVER_MARK in cmdline(pid):
+                stop_group(pid)
             body.update(status="terminated", terminated_reason="the hub that ran it stopped")
             self.store.records.save(COLLECTION, rec["id"], body)
 
