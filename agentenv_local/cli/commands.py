@@ -60,5 +60,7 @@ docs = LazyCommand("docs", "agentenv_local.cli.docs:docs_group",
 config = LazyCommand("config", "agentenv_local.cli.config:config",
                      "Show the resolved configuration and where each value came from.")
 plugin = LazyCommand("plugin", "agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute.")
+bundle = LazyCommand("bundle", "agentenv_local.cli.bundle:bundle_group",
+                   "Create bundle folders (new, or a stored task or eval).")
 up = LazyCommand("up", "agentenv_local.cli.hub:up", "Start a long-lived hub for this project.")
 down = LazyCommand("down", "agentenv_local.cli.hub:down", "Stop this project's hub.")
