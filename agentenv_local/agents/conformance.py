@@ -33,8 +33,6 @@ def _extensions(card: dict) -> set[str]:
 
 async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = None,
                      timeout: float = 60) -> list[Check]:
-    import httpx2
-
     from .client import A2AClient
 
     checks: list[Check] = []
@@ -47,25 +45,9 @@ async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = N
         except AgentenvError as exc:
             return [Check("card", "fail", exc.message)]
         extensions = _extensions(card)
-        context_id = None
-        try:
-            task = await client.prompt(prompt, timeout=timeout)
-            context_id = task.raw.get("contextId")
-            ok = task.terminal and not task.timed_out
-            checks.append(Check("core protocol", "pass" if ok else "fail",
-                                f"message/send + tasks/get ended {task.state!r}"))
-        except AgentenvError as exc:
-            checks.append(Check("core protocol", "fail", exc.message))
-        try:
-            async with httpx2.AsyncClient(timeout=timeout) as http:
-                # the JSON-RPC URL the client resolved from the card (it may be relative, as the reference's is)
-                reply = (await http.post(client.rpc_url or url,
-                                         json=jsonrpc.request("agentenv/no-such-method", {}))).json()
-            code = (reply.get("error") or {}).get("code")
-            checks.append(Check("unknown method refused", "pass" if code == jsonrpc.METHOD_NOT_FOUND else "fail",
-                                f"error code {code}"))
-        except (httpx2.HTTPError, ValueError) as exc:
-            checks.append(Check("unknown method refused", "fail", str(exc)))
+        core, context_id = await check_core_protocol(client, prompt, timeout)
+        checks.append(core)
+        checks.append(await check_unknown_method(client, url, timeout))
         if "agent-config" in extensions:
             try:
                 await client.agent_config_set(name="conformance", role="tester")
@@ -74,51 +56,93 @@ async def run_checks(url: str, *, prompt: str = "hello", mcp_url: str | None = N
                 checks.append(Check("agent-config", "fail", exc.message))
         else:
             checks.append(Check("agent-config", "skip", "not on the card"))
-        if "mcp-config" in extensions:
-            try:
-                await client.mcp_config_add(mcp_url or "http://127.0.0.1:9/mcp", headers={"AgentEnv-Role": "tester"},
-                                            name="conformance")
-                listed = await client.mcp_config_list()
-                found = "conformance" in (listed or {})
-                checks.append(Check("mcp-config", "pass" if found else "fail",
-                                    "added and listed" if found else f"not listed: {listed}"))
-            except AgentenvError as exc:
-                checks.append(Check("mcp-config", "fail", exc.message))
-        else:
-            checks.append(Check("mcp-config", "skip", "not on the card"))
+        checks.append(await check_mcp_config(client, mcp_url) if "mcp-config" in extensions
+                      else Check("mcp-config", "skip", "not on the card"))
         if "trajectory" in extensions and context_id:
-            try:
-                page = await client.trajectory_get(context_id=context_id)
-                events = page.get("trajectory") or page.get("events") or []
-                checks.append(Check("trajectory", "pass", f"{len(events)} event(s)"))
-            except AgentenvError as exc:
-                checks.append(Check("trajectory", "fail", exc.message))
+            checks.append(await check_trajectory(client, context_id=context_id))
         else:
             checks.append(Check("trajectory", "skip", "not on the card" if "trajectory" not in extensions
                                 else "no task to read"))
-        if "skill-config" in extensions:
-            try:
-                await client.skill_add("conformance-skill", "a skill the validator installs",
-                                       "---\nname: conformance-skill\ndescription: test\n---\nSay hello.\n")
-                listed = await client.skill_list()
-                items = listed.values() if isinstance(listed, dict) else (listed or [])
-                names = [s.get("name") if isinstance(s, dict) else s for s in items]
-                if isinstance(listed, dict):
-                    names += list(listed)
-                ok = "conformance-skill" in names
-                checks.append(Check("skills", "pass" if ok else "fail", "added and listed" if ok else str(listed)))
-            except AgentenvError as exc:
-                checks.append(Check("skills", "fail", exc.message))
-        else:
-            checks.append(Check("skills", "skip", "not on the card"))
+        checks.append(await check_skills(client) if "skill-config" in extensions
+                      else Check("skills", "skip", "not on the card"))
         if "peer-agents" in extensions:
-            checks.append(await _peer_agents_check(client, card))
+            checks.append(await check_peer_agents(client, card))
         else:
             checks.append(Check("peer-agents", "skip", "not on the card"))
     return checks
 
 
-async def _peer_agents_check(client: Any, card: dict) -> Check:
+# --- single checks: `run_checks` composes them; the verify_a2a_* task steps (steps/agent_checks.py) call them alone
+
+
+async def check_core_protocol(client: Any, prompt: str, timeout: float) -> tuple[Check, str | None]:
+    """message/send + tasks/get to a final state; (the check, the task's contextId)."""
+    try:
+        task = await client.prompt(prompt, timeout=timeout)
+    except AgentenvError as exc:
+        return Check("core protocol", "fail", exc.message), None
+    ok = task.terminal and not task.timed_out
+    return (Check("core protocol", "pass" if ok else "fail", f"message/send + tasks/get ended {task.state!r}"),
+            task.raw.get("contextId"))
+
+
+async def check_unknown_method(client: Any, url: str, timeout: float) -> Check:
+    import httpx2
+
+    try:
+        async with httpx2.AsyncClient(timeout=timeout) as http:
+            # the JSON-RPC URL the client resolved from the card (it may be relative, as the reference's is)
+            reply = (await http.post(client.rpc_url or url,
+                                     json=jsonrpc.request("agentenv/no-such-method", {}))).json()
+        code = (reply.get("error") or {}).get("code")
+        return Check("unknown method refused", "pass" if code == jsonrpc.METHOD_NOT_FOUND else "fail",
+                     f"error code {code}")
+    except (httpx2.HTTPError, ValueError) as exc:
+        return Check("unknown method refused", "fail", str(exc))
+
+
+async def check_mcp_config(client: Any, mcp_url: str | None) -> Check:
+    """Register an MCP server (`mcp_url`, else an unreachable placeholder: only the config is checked) and
+    see it listed."""
+    try:
+        await client.mcp_config_add(mcp_url or "http://127.0.0.1:9/mcp", headers={"AgentEnv-Role": "tester"},
+                                    name="conformance")
+        listed = await client.mcp_config_list()
+        found = "conformance" in (listed or {})
+        return Check("mcp-config", "pass" if found else "fail",
+                     "added and listed" if found else f"not listed: {listed}")
+    except AgentenvError as exc:
+        return Check("mcp-config", "fail", exc.message)
+
+
+async def check_trajectory(client: Any, *, context_id: str | None = None, task_id: str | None = None,
+                           require_events: bool = False) -> Check:
+    """Read the trajectory of a context or a task; with `require_events`, an empty one fails."""
+    try:
+        page = await client.trajectory_get(context_id=context_id, task_id=task_id)
+        events = page.get("trajectory") or page.get("events") or []
+        ok = bool(events) or not require_events
+        return Check("trajectory", "pass" if ok else "fail", f"{len(events)} event(s)")
+    except AgentenvError as exc:
+        return Check("trajectory", "fail", exc.message)
+
+
+async def check_skills(client: Any) -> Check:
+    try:
+        await client.skill_add("conformance-skill", "a skill the validator installs",
+                               "---\nname: conformance-skill\ndescription: test\n---\nSay hello.\n")
+        listed = await client.skill_list()
+        items = listed.values() if isinstance(listed, dict) else (listed or [])
+        names = [s.get("name") if isinstance(s, dict) else s for s in items]
+        if isinstance(listed, dict):
+            names += list(listed)
+        ok = "conformance-skill" in names
+        return Check("skills", "pass" if ok else "fail", "added and listed" if ok else str(listed))
+    except AgentenvError as exc:
+        return Check("skills", "fail", exc.message)
+
+
+async def check_peer_agents(client: Any, card: dict) -> Check:
     """Set a peer (the agent itself), list it back and, when the card names the peer tools' MCP endpoint, see
     ``peer_list`` there show it; the peer table is emptied again after."""
     peer = {"name": "conformance-peer", "url": client.base_url, "description": "the agent itself"}
