@@ -23,6 +23,7 @@ def _client(transport: str, cwd, url: str | None):
 
     if transport == "stdio":
         return Client(StdioServerParameters(command=agentenv_exe(), args=["docs", "serve"], cwd=str(cwd)))
+    assert url is not None, "the http transport needs the server's URL"
     return Client(streamable_http_client(url))
 
 

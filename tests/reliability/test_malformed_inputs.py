@@ -25,6 +25,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ class Case:
     area: str
     name: str
     argv: list[str]  # "{dir}" is replaced by the case's folder (relative to the project)
-    files: dict[str, bytes | None] = field(default_factory=dict)  # relative to the case folder
+    files: dict[str, bytes] = field(default_factory=dict)  # relative to the case folder
     expect: tuple = ()  # each item a substring of the error output, or a tuple of alternatives
     code: int = 1
     env: dict[str, str] = field(default_factory=dict)
@@ -51,7 +52,7 @@ class Case:
 
 # --- task JSON -----------------------------------------------------------------------------------
 
-GOOD_STEPS = [
+GOOD_STEPS: list[dict[str, Any]] = [
     {"id": "box", "type": "deploy_sandbox", "sandbox_name": "box", "cpu": 1.0, "memory_mb": 512},
     {"id": "load", "type": "load_artifact", "artifact_id": "greeting", "sandbox_name": "box",
      "destination_path": "/app/greeting", "depends_on": ["box"]},
@@ -59,8 +60,9 @@ GOOD_STEPS = [
      "retry_config": {"max_retries": 1},
      "criteria": [{"type": "probe_file_contains", "paths": ["greeting/hello.txt"], "expected": "hello"}]},
 ]
-WRONG = {str: [123, ["x"], {"a": 1}], int: ["x", [1], {"a": 1}, 1.5], float: ["x", [1.0], {"a": 1}],
-         bool: ["maybe", [True], {"a": 1}], list: ["x", 5, {"a": 1}], dict: ["x", 5, [1]]}
+WRONG: dict[type, list[Any]] = {
+    str: [123, ["x"], {"a": 1}], int: ["x", [1], {"a": 1}, 1.5], float: ["x", [1.0], {"a": 1}],
+    bool: ["maybe", [True], {"a": 1}], list: ["x", 5, {"a": 1}], dict: ["x", 5, [1]]}
 JSON_LINE_OR_PLACE = ("line", " at ")
 
 
@@ -230,7 +232,7 @@ ENV_TOML = ENV_MODULE + 'description = "echo"\n'
 
 
 def artifact_toml_variants() -> list[tuple[str, bytes, tuple]]:
-    out = [(n, d, TOML_PLACE) for n, d in toml_truncations(ARTIFACT_TOML, 8)]
+    out: list[tuple[str, bytes, tuple]] = [(n, d, TOML_PLACE) for n, d in toml_truncations(ARTIFACT_TOML, 8)]
     for key in ("type", "id", "description"):
         for wrong in ("5", "[]", "{}", "true", "nan", "inf", "1979-05-27"):
             out.append((f"{key} = {wrong}", f"{key} = {wrong}\n".encode(), (f"'{key}'",)))
@@ -243,7 +245,7 @@ def artifact_toml_variants() -> list[tuple[str, bytes, tuple]]:
 
 
 def eval_toml_variants() -> list[tuple[str, bytes, tuple]]:
-    out = [(n, d, TOML_PLACE) for n, d in toml_truncations(EVAL_TOML, 8)]
+    out: list[tuple[str, bytes, tuple]] = [(n, d, TOML_PLACE) for n, d in toml_truncations(EVAL_TOML, 8)]
     for wrong in ("5", '"hello"', "[1]", "[]", "[[]]", "[{}]", "nan", "true", '["hello", 5]'):
         out.append((f"tasks = {wrong}", f"tasks = {wrong}\n".encode(), ("'tasks'",)))
     for name in ("ghost", "../tasks/hello", "tasks/hello", "hello.json", "/etc/passwd", "hello\\u0000", "",
@@ -269,7 +271,7 @@ def eval_toml_variants() -> list[tuple[str, bytes, tuple]]:
 
 
 def env_toml_variants() -> list[tuple[str, bytes, tuple]]:
-    out = [(n, d, TOML_PLACE) for n, d in toml_truncations(ENV_TOML, 6)]
+    out: list[tuple[str, bytes, tuple]] = [(n, d, TOML_PLACE) for n, d in toml_truncations(ENV_TOML, 6)]
     for key, wrongs in (("module", ("5", "[]", "{}", '"server.py"', '"missing.py:Echo"', '"/etc/x.py:Echo"',
                                     '"../x.py:Echo"', '"a b:Echo"')),
                         ("description", ("5", "[]")), ("type", ("5", '"weird"')),
@@ -329,7 +331,8 @@ def config_variants() -> list[tuple[str, bytes, tuple]]:
 def _bounds(node) -> tuple[float, float]:
     import annotated_types as at
 
-    lo, hi = 0.0, 1e9
+    lo: Any = 0.0  # the bound as the model declares it (an int stays an int)
+    hi: Any = 1e9
     for m in node.metadata:
         lo = m.ge if isinstance(m, at.Ge) else m.gt if isinstance(m, at.Gt) else lo
         hi = m.le if isinstance(m, at.Le) else m.lt if isinstance(m, at.Lt) else hi
@@ -410,7 +413,8 @@ def layout_cases() -> list[Case]:
         ("bundle.toml", {"bundle.toml": b"name = 'x'\n"}, ("bundle.toml",), []),
         ("no kinds", {"README.md": b"x"}, ("no tasks",), ["tasks", "artifacts"]),
         ("env is a file", {"envs/echo": b"x"}, ("envs/echo",), []),
-        ("env without env.toml", {"envs/echo/server.py": b"x"}, ("envs/echo", "env.toml"), []),
+        # (a folder with server.py and no env.toml is the reference's env folder: docs/reference-compat.md)
+        ("env without env.toml or server.py", {"envs/echo/tools.py": b"x"}, ("envs/echo", "env.toml"), []),
         ("env.toml is a folder", {"envs/echo/env.toml/x": b"1"}, ("envs/echo",), []),
         ("env.toml is a FIFO", {"envs/echo/env.toml": FIFO}, ("envs/echo/env.toml", "not a regular file"), []),
         ("skill without SKILL.md", {"skills/s/x.md": b"x"}, ("skills/s",), []),
@@ -456,7 +460,7 @@ def eval_file_cases() -> list[Case]:
     area = "eval files (eval create)"
     out = []
     good = json.dumps([{"task_id": "malformed-known", "task_version": 1}]).encode()
-    variants = [(f"json {n}", "e.json", d, ("line",)) for n, d in
+    variants: list[tuple[str, str, bytes, tuple]] = [(f"json {n}", "e.json", d, ("line",)) for n, d in
                 ((f"truncated at {c}", good[:c]) for c in range(3, len(good) - 1, 4))]
     variants += [(f"toml {n}", "e.toml", d, e) for n, d, e in eval_toml_variants()
                  if "unknown task" not in e and "'id'" not in e and "'description'" not in e and "taks" not in e
@@ -533,7 +537,8 @@ def store_dump(root: Path) -> dict:
     try:
         tables = [r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
-        out = {t: con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchone() for t in tables}
+        out: dict[str, Any] = {t: con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{t}" t').fetchone()
+                               for t in tables}
     finally:
         con.close()
     objects = root / ".agentenv" / "objects"

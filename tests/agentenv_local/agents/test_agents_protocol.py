@@ -269,6 +269,7 @@ def test_agent_config_flows_into_requests():
 
         async def run(self, request: TaskRequest) -> TaskResult:
             c = request.config
+            assert isinstance(c, Cfg)
             return TaskResult.text(f"{c.greeting} from {c.name} as {c.role} ({request.metadata.get('role')})")
 
     async def go(base):

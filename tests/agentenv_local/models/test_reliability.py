@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_max_retries_zero_sends_once(make, server):
 
 def retry_delays(caplog: pytest.LogCaptureFixture) -> list[float]:
     """The waits the provider announced (and then slept) before each retry, in order."""
-    return [r.args[1] for r in caplog.records if "retrying" in r.getMessage()]
+    return [cast(tuple, r.args)[1] for r in caplog.records if "retrying" in r.getMessage()]  # the log's %-args
 
 
 def test_429_honours_retry_after(make, server, caplog):
