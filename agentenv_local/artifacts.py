@@ -1,5 +1,6 @@
 """Artifacts: immutable, versioned data. A `file` is one file; a `file_artifact_universe` is a
-bundle of files with relative paths. Bytes go to the object store under write-once keys,
+bundle of files with relative paths (the typed kinds that pin these, `environment`, `cli`, ..., are in
+typed_artifacts.py). Bytes go to the object store under write-once keys,
 `artifacts/<type>/<id segment>/<version>-<attempt>/<relpath>`; the document records each file's
 key, size and sha256.
 """
@@ -12,6 +13,7 @@ import os
 import re
 import secrets
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,10 @@ from agentenv_local.errors import NotFoundError, ValidationError
 FILE = "file"
 BUNDLE = "file_artifact_universe"
 ARTIFACT_TYPES = (FILE, BUNDLE)
+ENVIRONMENT = "environment"
+ENVIRONMENT_UNIVERSE = "environment_universe"
+# The reference's older names for them, still in its documents.
+LEGACY_NAMES = {"service": ENVIRONMENT, "service_universe": ENVIRONMENT_UNIVERSE}
 
 
 def key_segment(artifact_id: str) -> str:
@@ -155,7 +161,84 @@ def put_artifact(store, artifact_id: str, files: dict[str, bytes], *, artifact_t
 
 def read_files(store, doc: dict) -> dict[str, bytes]:
     body = doc["body"]
+    if canonical_type(body.get("type")) in (ENVIRONMENT, ENVIRONMENT_UNIVERSE):  # files pinned by ref
+        return typed_files(store, doc)
     files = body.get("files")
     if not isinstance(files, dict):
         raise NotFoundError(f"artifact {doc['id']} v{doc['version']} has no files recorded")
     return {rel: store.objects.get(entry["key"]) for rel, entry in files.items()}
+
+
+# --- reading the kinds that pin other artifacts (written by typed_artifacts.py) --------------------------
+
+def canonical_type(kind: object) -> object:
+    """The type a document's `type` means: the legacy names `service`/`service_universe` read as new ones."""
+    return LEGACY_NAMES.get(kind, kind) if isinstance(kind, str) else kind
+
+
+def _typed_doc(store: Any, ref: dict, want: str, where: str) -> dict:
+    """The pinned document `ref`, which must be a `want` artifact (legacy names allowed)."""
+    doc = store.documents.find("artifacts", ref["id"], ref.get("version"))
+    if doc is None:
+        pinned = f" v{ref['version']}" if ref.get("version") else ""
+        raise NotFoundError(f"{where}: artifact {ref['id']!r}{pinned} not found",
+                            hint=f"put it first (agentenv artifact {want.replace('_', '-')} put)")
+    kind = canonical_type((doc.get("body") or {}).get("type"))
+    if kind != want:
+        raise ValidationError(f"{where}: artifact {ref['id']!r} v{doc['version']} is a {kind!r} artifact, "
+                              f"not {want!r}")
+    return doc
+
+
+@dataclass
+class EnvironmentFile:
+    """One member of an environment (universe): the server it seeds and its data file."""
+
+    artifact_id: str
+    version: int
+    environment_name: str
+    filename: str
+    data: bytes
+
+
+def environment_file(store: Any, doc: dict) -> EnvironmentFile:
+    body = doc["body"]
+    name = body.get("environment_name") or body.get("service_name")
+    ref = body.get("file_artifact_ref") or ({"id": body["file_artifact_id"]} if body.get("file_artifact_id") else None)
+    if not isinstance(name, str) or not isinstance(ref, dict):
+        raise ValidationError(f"environment artifact {doc['id']} v{doc['version']} names no environment_name "
+                              "or file_artifact_ref")
+    file_doc = _typed_doc(store, ref, FILE, f"environment {doc['id']!r}")
+    (filename, data), = read_files(store, file_doc).items()
+    return EnvironmentFile(doc["id"], doc["version"], name, filename, data)
+
+
+def universe_members(store: Any, doc: dict) -> list[EnvironmentFile]:
+    """Every environment file of a universe, in its order (legacy unpinned ids read at their latest)."""
+    body = doc["body"]
+    refs = body.get("environment_artifact_refs") or body.get("service_artifact_refs")
+    if refs is None:
+        refs = [{"id": i} for i in body.get("service_artifact_ids") or []]
+    return [environment_file(store, _typed_doc(store, ref, ENVIRONMENT, f"universe {doc['id']!r}")) for ref in refs]
+
+
+def universe_metadata(store: Any, doc: dict) -> dict[str, tuple[str, bytes]]:
+    out = {}
+    for key, ref in (doc["body"].get("metadata_refs") or {}).items():
+        (name, data), = read_files(store, _typed_doc(store, ref, FILE, f"universe {doc['id']!r}")).items()
+        out[key] = (name, data)
+    return out
+
+
+def typed_files(store: Any, doc: dict) -> dict[str, bytes]:
+    """The files of an environment (`{filename: bytes}`) or universe (`{<environment_name>/<filename>: bytes}`,
+    its metadata under `metadata/<key>/<filename>`), as `artifact get --output-dir` and a sandbox load see them."""
+    kind = canonical_type(doc["body"].get("type"))
+    if kind == ENVIRONMENT:
+        member = environment_file(store, doc)
+        return {member.filename: member.data}
+    if kind != ENVIRONMENT_UNIVERSE:
+        raise ValidationError(f"artifact {doc['id']} v{doc['version']} is a {kind!r} artifact, not an environment")
+    out = {f"{m.environment_name}/{m.filename}": m.data for m in universe_members(store, doc)}
+    out.update({f"metadata/{key}/{name}": data for key, (name, data) in universe_metadata(store, doc).items()})
+    return out

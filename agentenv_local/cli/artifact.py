@@ -11,7 +11,7 @@ from ._common import ago, echo_json, session, table, valid_id
 
 @click.group()
 def artifact():
-    """Put, get and list artifacts (a file, or a folder as a file bundle)."""
+    """Put, get and list artifacts (a file, or a folder as a file bundle; and the typed kinds)."""
 
 
 @artifact.command("put")
@@ -121,3 +121,14 @@ def list_artifacts(artifact_type, limit, as_json):
     table([[r["id"], f"v{r['version']}", str(r["type"]), "-" if r["files"] is None else str(r["files"]),
             ago(r["created_at"])] for r in rows],
           ["ARTIFACT", "VERSION", "TYPE", "FILES", "CREATED"])
+
+
+def _add_typed_groups() -> None:
+    """The reference's per-type groups (artifact cli|environment|environment-universe ...)."""
+    from .artifact_typed import cli_group, environment_group, universe_group
+
+    for group in (cli_group, environment_group, universe_group):
+        artifact.add_command(group)
+
+
+_add_typed_groups()

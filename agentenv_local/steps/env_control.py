@@ -5,7 +5,8 @@
 - `sync_env_clock`: `PUT /clock/set-time`, then `sync_time` on each child advertising `urn:agentenv:clock/v1`.
 - `register_env_triggers`: `POST /triggers/register`, optionally waiting for one-shots to fire.
 - `apply_server_config`: call the children's behaviour-config extensions (found on their cards).
-- `snapshot_env`: `data/get` on every child -> a file-bundle artifact (one `<child>.json` per child).
+- `snapshot_env`: `data/get` on every child -> an `environment_universe` artifact (one `environment` per child,
+  its file `<child>.json`); the file-bundle snapshots earlier versions stored still load.
 
 Each finds the env's record (left by `deploy_env`) with `ctx.deployed_env(env_id)` and sends the instance's admin
 token (held by the hub's env manager, never in the record) on every request. See docs/tasks/steps.md.
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentenv_local import artifacts as artifact_types
 from agentenv_local import jsonrpc
+from agentenv_local import typed_artifacts as typed
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
@@ -493,12 +495,27 @@ class SnapshotEnvStep(EnvStep):
     include_env_trajectory: bool = False
     include_env_changes: bool = False
     export_timeout_seconds: float = Field(default=600, gt=0)
+    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    env_instance_id: str | None = None
+    env_step_id: str | None = None
+    gateway_url: str | None = None
+    original_universe_artifact_id: str | None = None
+
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "env_instance_id": "the reference snapshots an instance outside the run; a local run snapshots its "
+                           "deployment of env_id",
+        "env_step_id": "not implemented locally yet: a run snapshots its one deployment of env_id",
+        "gateway_url": "the reference snapshots a gateway outside the run; a local run snapshots its deployment "
+                       "of env_id",
+        "original_universe_artifact_id": "the reference's provenance link to the universe an env was seeded from",
+    }
 
     def artifact_id(self, ctx: StepContext) -> str:
         return self.snapshot_id or f"{ctx.run_id}__{self.id}-env-snapshot"
 
     async def execute(self, ctx: StepContext) -> None:
-        files: dict[str, bytes] = {}
+        exported: dict[str, bytes] = {}  # service -> its <service>.json
+        records: dict[str, tuple[str, bytes]] = {}  # metadata key -> (file name, bytes): not state
         async with EnvGateway(ctx, self.env_id, self.export_timeout_seconds) as gw:
             children = await gw.children()
             if not children:
@@ -512,30 +529,38 @@ class SnapshotEnvStep(EnvStep):
                 parts = (result or {}).get("parts") if isinstance(result, dict) else None
                 if not isinstance(parts, list):
                     raise StepError(f"step {self.id!r}: data/get on {gw.where(child)} returned no parts list")
-                files[f"{child}.json"] = json.dumps({"service": child, "parts": parts}, indent=1,
-                                                    ensure_ascii=False).encode()
+                exported[child] = json.dumps({"service": child, "parts": parts}, indent=1,
+                                             ensure_ascii=False).encode()
             if self.include_env_trajectory:
                 status, text = await gw.request("GET", "/trajectory")
                 if status >= 300:
                     raise StepError(f"step {self.id!r}: reading the trajectory of env {self.env_id!r} failed "
                                     f"({status}): {message_of(text)}")
-                files["trajectory.jsonl"] = (text if isinstance(text, str) else json.dumps(text)).encode()
+                records["trajectory"] = ("trajectory.jsonl",
+                                         (text if isinstance(text, str) else json.dumps(text)).encode())
             if self.include_env_changes:
                 rows = await self._changes(ctx, gw)
                 if rows is not None:
-                    files["changes.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+                    records["changes"] = ("changes.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                                   for r in rows).encode())
         artifact_id = self.artifact_id(ctx)
-        try:
-            doc = artifact_types.put_artifact(
-                ctx.store, artifact_id, files, artifact_type=artifact_types.BUNDLE,
+        marker = {"format": SNAPSHOT_FORMAT, "env_id": self.env_id, "services": children, "run_id": ctx.run_id,
+                  "step_id": self.id}
+        try:  # as the reference's: one environment artifact per service, bundled in an environment_universe
+            refs = [typed.ref_of(typed.put_environment(
+                ctx.store, typed.derived_id(artifact_id, child), f"{child}.json", data, environment_name=child,
+                description=f"{child} of env {self.env_id} (run {ctx.run_id}, step {self.id})",
+                extra={"env_snapshot": marker})) for child, data in exported.items()]
+            doc = typed.put_environment_universe(
+                ctx.store, artifact_id, refs, metadata=records,
                 description=f"snapshot of env {self.env_id} (run {ctx.run_id}, step {self.id})",
-                extra={"env_snapshot": {"format": SNAPSHOT_FORMAT, "env_id": self.env_id, "services": children,
-                                        "run_id": ctx.run_id, "step_id": self.id}})
+                extra={"env_snapshot": marker})
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: cannot store the snapshot {artifact_id!r}: {exc.message}") from exc
         ctx.metadata.setdefault("env_snapshotted_universes", {})[self.id] = {"id": doc["id"],
                                                                              "version": doc["version"]}
-        ctx.log(f"snapshot of env {self.env_id} ({', '.join(children)}) stored as {doc['id']} v{doc['version']}")
+        ctx.log(f"snapshot of env {self.env_id} ({', '.join(children)}) stored as environment_universe "
+                f"{doc['id']} v{doc['version']}")
 
     async def _changes(self, ctx: StepContext, gw: EnvGateway) -> list | None:
         """Every change row the gateway keeps (`GET /changes`, page by page); None when it keeps no changelog."""
@@ -581,6 +606,34 @@ def _snapshot_parts(doc: dict, rel: str, data: bytes) -> tuple[str, list] | None
     return None
 
 
+ENVIRONMENT_KINDS = (artifact_types.ENVIRONMENT, artifact_types.ENVIRONMENT_UNIVERSE)
+
+
+def _environment_plan(step: Any, ctx: StepContext, doc: dict, children: list[str]) -> list[tuple[dict, str, str, list]]:
+    """An environment (universe) artifact's plan: each member's file to the server its environment_name names
+    (a snapshot's `<service>.json` as the parts that server exported; any other file as one FilePart)."""
+    try:
+        if artifact_types.canonical_type(doc["body"].get("type")) == artifact_types.ENVIRONMENT_UNIVERSE:
+            members = artifact_types.universe_members(ctx.store, doc)
+        else:
+            members = [artifact_types.environment_file(ctx.store, doc)]
+    except AgentenvError as exc:
+        raise StepError(f"step {step.id!r}: cannot read artifact {doc['id']!r} v{doc['version']}: {exc.message}",
+                        hint=exc.hint) from exc
+    plan: list[tuple[dict, str, str, list]] = []
+    for m in members:
+        if step.environment_name and m.environment_name != step.environment_name:
+            continue
+        if m.environment_name not in children:
+            raise StepError(f"step {step.id!r}: artifact {m.artifact_id!r} seeds {m.environment_name!r}, which env "
+                            f"{step.env_id!r} does not have (its services: {', '.join(children)})",
+                            hint="put the environment artifact again with --environment-name set to one of them")
+        snap = _snapshot_parts(doc, m.filename, m.data)
+        parts = snap[1] if snap is not None else [_file_part(m.filename, m.data)]
+        plan.append((doc, f"{m.environment_name}/{m.filename}", m.environment_name, parts))
+    return plan
+
+
 async def _accepts(gw: EnvGateway, child: str, mime: str) -> bool:
     """Whether a child takes a file part of this type on data/add (its card's operations and intake/v1)."""
     if "data/add" not in await gw.operations(child):
@@ -612,6 +665,9 @@ async def load_into_env(step: Any, ctx: StepContext, loads: list[tuple[dict, str
                             f"(its services: {', '.join(children)})")
         plan: list[tuple[dict, str, str | None, list]] = []  # (doc, rel, child or None = env-level, parts)
         for doc, _kind, files in loads:
+            if artifact_types.canonical_type(_kind) in ENVIRONMENT_KINDS:
+                plan += _environment_plan(step, ctx, doc, children)
+                continue
             for rel, data in sorted(files.items()):
                 snap = _snapshot_parts(doc, rel, data)
                 if snap is not None:

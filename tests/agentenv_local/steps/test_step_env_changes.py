@@ -16,8 +16,11 @@ def step(run, **fields):
 
 
 def stored_files(run, artifact_id):
+    """The snapshot's files by name (a universe keeps `<service>/<service>.json`, `metadata/<key>/<file>`)."""
+    from agentenv_local.artifacts import read_files
+
     doc = run.store.documents.find("artifacts", artifact_id)
-    return {name: run.services.store.objects.get(entry["key"]) for name, entry in doc["body"]["files"].items()}
+    return {path.rsplit("/", 1)[-1]: data for path, data in read_files(run.services.store, doc).items()}
 
 
 def test_snapshot_stores_the_change_rows_beside_the_data(run):

@@ -9,6 +9,7 @@ import pytest
 from kits.data_plane import rpc
 from kits.env_steps import data_of, deployed_env, example, seed, step_call_tool
 
+from agentenv_local.artifacts import read_files
 from agentenv_local.errors import StepError
 
 
@@ -40,11 +41,14 @@ def test_load_seed_files_snapshot_reset_and_load_the_snapshot_back(office):
     ref = run.metadata["env_snapshotted_universes"]["snap"]
     assert ref == {"id": "run-0001__snap-env-snapshot", "version": 1}
     doc = run.store.documents.find("artifacts", ref["id"])
-    assert doc["body"]["type"] == "file_artifact_universe"
-    assert sorted(doc["body"]["files"]) == ["crm.json", "mail.json", "trajectory.jsonl"]
+    assert doc["body"]["type"] == "environment_universe"  # as the reference's: one environment per service
+    assert [r["id"] for r in doc["body"]["environment_artifact_refs"]] == [
+        "run-0001__snap-env-snapshot__mail", "run-0001__snap-env-snapshot__crm"]
+    assert sorted(doc["body"]["metadata_refs"]) == ["trajectory"]
     assert doc["body"]["env_snapshot"]["services"] == ["mail", "crm"]
-    files = run.services.store.objects.get(doc["body"]["files"]["crm.json"]["key"])
-    assert json.loads(files)["parts"][0]["data"] == before["crm"]
+    files = read_files(run.services.store, doc)
+    assert sorted(files) == ["crm/crm.json", "mail/mail.json", "metadata/trajectory/trajectory.jsonl"]
+    assert json.loads(files["crm/crm.json"])["parts"][0]["data"] == before["crm"]
     # reset wipes it; loading the snapshot artifact brings back exactly the same data
     run.execute(step(run, id="reset", type="reset_env", env_id="office"))
     assert data_of(base, "crm")["deals"] == [] and data_of(base, "mail")["emails"] == []
