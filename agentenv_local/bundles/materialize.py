@@ -65,6 +65,9 @@ def preflight(store, bundle: Bundle, sandbox: str | None = None) -> None:
             if ref.env not in bundle.envs and store.documents.find("envs", ref.env, ref.version) is None:
                 problems.append(f"envs/{entry.name}/env.toml: mcp_server_envs: {ref.env!r} is not in this bundle "
                                 f"(envs/: {', '.join(bundle.envs)}) nor in the store")
+    from agentenv_local.hosting.envs.reference_env_types import undeployable_env_problems
+
+    problems += undeployable_env_problems(bundle, types)  # the reference's env types that cannot run offline
     for task in bundle.tasks.values():
         for raw in task.steps:
             cls = types.get(raw.get("type") or "")
