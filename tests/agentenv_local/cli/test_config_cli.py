@@ -9,20 +9,13 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
+from kits.config import write_config
 
 from agentenv_local.cli.main import cli
 
 PLANTED = "sk-PLANTED-cli-9d8e7f"
 AGENTENV = Path(sys.executable).parent / "agentenv"
 
-
-
-def write_config(root: Path, text: str) -> Path:
-    state = root / ".agentenv"
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / "config.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def invoke(args, cwd: Path, monkeypatch):

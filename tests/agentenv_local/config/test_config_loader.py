@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from kits.config import write_config
 
 from agentenv_local.config import Config, ConfigError, load_config
-
-
-def write_config(root: Path, text: str) -> Path:
-    state = root / ".agentenv"
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / "config.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
 
 # --- discovery -------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from kits.config import write_config
 
 from agentenv_local.config import (
     ConfigError,
@@ -16,14 +17,6 @@ from agentenv_local.config import (
     mask_value,
     parse_ref,
 )
-
-
-def write_config(root: Path, text: str) -> Path:
-    state = root / ".agentenv"
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / "config.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def write_secrets(root: Path, text: str, name: str = "secrets.toml", mode: int = 0o600) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kits.config import DictConfig
 
 from agentenv_local.artifacts import put_artifact
 from agentenv_local.errors import ValidationError
@@ -17,21 +18,6 @@ from agentenv_local.plugins import registry
 from agentenv_local.tasks.context import StepContext, new_state
 from agentenv_local.tasks.services import RunServices
 from stores.database import DuckDBStore
-
-
-class DictConfig:
-    """Stands in for the config object: `.get("a.b.c", default)` over nested dicts."""
-
-    def __init__(self, values: dict | None = None):
-        self.values = dict(values or {})
-
-    def get(self, path: str, default=None):
-        node = self.values
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
 
 
 class StepRun:

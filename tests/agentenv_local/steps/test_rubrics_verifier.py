@@ -6,6 +6,7 @@ import json
 
 import pytest
 from kits.agents import serving_agent
+from kits.config import DictConfig
 
 from agentenv_local.errors import StepError
 from agentenv_local.steps.rubrics import truncate_events
@@ -20,26 +21,9 @@ CRITERIA = [{"id": "answer", "criterion": "States that the answer is 42", "weigh
             {"id": "tool", "criterion": "Uses the multiply tool", "weight": 1}]
 
 
-class JudgeConfig:
-    """A config with `.get` and `.raw` over nested dicts (what resolve_model reads)."""
-
-    def __init__(self, values: dict):
-        self.values = values
-
-    def get(self, path: str, default=None):
-        node = self.values
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
-
-    raw = get
-
-
 @pytest.fixture
-def config() -> JudgeConfig:
-    return JudgeConfig({"sandbox": {"default": "process"}})
+def config() -> DictConfig:
+    return DictConfig({"sandbox": {"default": "process"}})
 
 
 @pytest.fixture
@@ -50,7 +34,7 @@ def judged(run):
     return run
 
 
-def _use_judge(config: JudgeConfig, srv: FakeModelServer, api: str) -> None:
+def _use_judge(config: DictConfig, srv: FakeModelServer, api: str) -> None:
     config.values["model"] = {"base_url": srv.base_url, "api": api, "api_key": KEY, "default": "solver-m",
                               "roles": {"judge": "judge-m"}, "max_retries": 0}
 
