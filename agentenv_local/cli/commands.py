@@ -59,7 +59,8 @@ docs = LazyCommand("docs", "agentenv_local.cli.docs:docs_group",
                    "Search and read the docs, or serve them over MCP (offline).")
 config = LazyCommand("config", "agentenv_local.cli.config:config",
                      "Show the resolved configuration and where each value came from.")
-plugin = LazyCommand("plugin", "agentenv_local.cli.plugin:plugin", "List installed plugins and what they contribute.")
+plugin = LazyCommand("plugin", "agentenv_local.cli.plugin:plugin",
+                     "List, show and check installed plugins; add and remove them with pip.")
 bundle = LazyCommand("bundle", "agentenv_local.cli.bundle:bundle_group",
                    "Create bundle folders (new, or a stored task or eval).")
 up = LazyCommand("up", "agentenv_local.cli.hub:up", "Start a long-lived hub for this project.")
