@@ -33,6 +33,10 @@ Templates: a string that is exactly ``"{x}"`` keeps the saved value's type; else
 
 Every tool call goes into the task's trajectory (format ``agentenv-scripted/1``): tool, server, args, result,
 is_error, duration_ms.
+
+``{history}``: this conversation's earlier completed turns, ``[{"input", "reply"}]`` (``{history.0.input}``).
+The agent offers snapshot/v1 (agents/snapshot.py): a conversation's turn count and history are saved, and load
+into another scripted agent as a conversation that goes on from there.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import json
 import pathlib
 import re
 import time
+import uuid
 from typing import Any
 
 from .base import Agent
@@ -58,6 +63,8 @@ from .types import (
 )
 
 TRAJECTORY_FORMAT = "agentenv-scripted/1"
+SNAPSHOT_FORMAT = "agentenv-scripted-snapshot/1"
+MAX_HISTORY = 100  # turns of one conversation kept for `history` and snapshots
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)\}")
 _WHOLE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)\}$")
 
@@ -260,6 +267,43 @@ class ScriptedAgent(Agent):
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
         self._turns: dict[str, int] = {}
+        # per context, the turns that completed: {"input", "reply"} (template `history`; what snapshot/v1 saves)
+        self._history: dict[str, list[dict[str, str]]] = {}
+
+    # --- snapshot/v1: a conversation's turn count and history, saved and loaded (agents/snapshot.py) ---------
+
+    def card_extensions(self) -> list[dict[str, Any]]:
+        from .snapshot import snapshot_extension
+
+        return [snapshot_extension()]
+
+    def extra_routes(self) -> list[Any]:
+        from .snapshot import snapshot_routes
+
+        return snapshot_routes(self._snapshot_save, self._snapshot_load)
+
+    def _snapshot_save(self, context_id: str) -> dict[str, bytes]:
+        if context_id not in self._turns:
+            raise KeyError(f"no conversation {context_id!r} on this agent")
+        state = {"format": SNAPSHOT_FORMAT, "turns": self._turns[context_id],
+                 "history": self._history.get(context_id, [])}
+        return {"trajectory": json.dumps(state).encode()}
+
+    def _snapshot_load(self, objects: dict[str, bytes], target_context_id: str | None) -> str:
+        from .snapshot import SnapshotError
+
+        try:
+            state = json.loads(objects["trajectory"])
+        except ValueError:
+            raise SnapshotError("the trajectory object is not JSON: not a scripted agent's snapshot") from None
+        history = state.get("history") if isinstance(state, dict) else None
+        if (not isinstance(state, dict) or state.get("format") != SNAPSHOT_FORMAT
+                or not isinstance(state.get("turns"), int) or not isinstance(history, list)):
+            raise SnapshotError(f"the trajectory object is not a {SNAPSHOT_FORMAT} snapshot")
+        context_id = target_context_id or uuid.uuid4().hex
+        self._turns[context_id] = state["turns"]
+        self._history[context_id] = [dict(h) for h in history if isinstance(h, dict)]
+        return context_id
 
     async def run(self, request: TaskRequest):
         log = request.trajectory
@@ -267,7 +311,9 @@ class ScriptedAgent(Agent):
         turn = self._turns.get(request.context_id, 0)
         self._turns[request.context_id] = turn + 1
         if len(self._turns) > 4096:
-            self._turns.pop(next(iter(self._turns)))
+            oldest = next(iter(self._turns))
+            self._turns.pop(oldest)
+            self._history.pop(oldest, None)
         log.append({"type": "turn", "turn": turn, "input": request.text, "data": request.data})
         try:
             plan = load_plan(getattr(request.config, "plan", None))
@@ -285,7 +331,8 @@ class ScriptedAgent(Agent):
                                      f"the plan has {len(plan['turns'])} turn(s); this is turn {turn + 1}")
             return
         scope: dict[str, Any] = {"input": request.text, "input_data": request.data, "turn": turn,
-                                 "context_id": request.context_id, "task_id": request.task_id}
+                                 "context_id": request.context_id, "task_id": request.task_id,
+                                 "history": list(self._history.get(request.context_id, []))}
         state: dict[str, Any] = {"parts": [], "structured": None, "has_structured": False, "end": False, "checks": [],
                  "tool_calls": 0}
         failure: TaskResult | None = None
@@ -304,6 +351,10 @@ class ScriptedAgent(Agent):
         if failure is not None:
             yield failure
             return
+        history = self._history.setdefault(request.context_id, [])
+        history.append({"input": request.text, "reply": "".join(p.text for p in state["parts"]
+                                                                 if isinstance(p, TextPart))})
+        del history[:-MAX_HISTORY]
         builder = TaskResult.builder().succeeded().parts(state["parts"])
         if state["has_structured"]:
             builder.add_structured_output(state["structured"])

@@ -1,6 +1,6 @@
-"""Agent control steps beyond deploy/prompt: `add_skills`, `register_agent_triggers`, `peer_agents`,
-`snapshot_agent_state`; and `resolve_skills`, which turns a step's `skills` list into skill-config/v1 bodies
-(deploy_agent uses it too).
+"""Agent control steps beyond deploy/prompt: `add_skills`, `register_agent_triggers`, `peer_agents` (and
+`snapshot_agent_state` in agent_snapshot.py); and `resolve_skills`, which turns a step's `skills` list into
+skill-config/v1 bodies (deploy_agent uses it too).
 
 A skill entry is a stored skill artifact (its id, a bundle's `skills/<name>/` by bare name, or
 `{"id", "version"?}` / `{"skill_artifact_id", "skill_artifact_version"?}`), or an inline skill
@@ -138,8 +138,16 @@ class AddSkillsStep(Step):
 
     type: ClassVar[str] = "add_skills"
 
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "cli_artifact_ids": "installing CLI artifacts as an agent's skills is not done locally; list skills instead",
+        "file_artifact_universe_ids": "installing file universes as an agent's skills is not done locally; "
+                                      "use load_artifact with agent_name",
+    }
+
     agent_name: str = Field(default="default-agent", min_length=1)
     skills: list[str | dict[str, Any]] = Field(min_length=1)
+    cli_artifact_ids: list[str] | None = None
+    file_artifact_universe_ids: list[str] | None = None
 
     def config_problems(self) -> list[str]:
         return [p for i, s in enumerate(self.skills) for p in skill_entry_problems(s, f"skills[{i}]")]
@@ -259,27 +267,3 @@ class PeerAgentsStep(Step):
             recorded[source_name] = [p.get("name") for p in listed]
             ctx.log(f"agent {source_name!r} peers with {', '.join(recorded[source_name])}")
 
-
-class SnapshotAgentStateStep(Step):
-    """Save a deployed agent's conversation/workspace (snapshot/v1). No built-in agent offers snapshot/v1 yet, so
-    this step fails with a clear message unless the agent's card lists it (and then: not supported yet)."""
-
-    type: ClassVar[str] = "snapshot_agent_state"
-
-    agent_name: str = Field(default="default-agent", min_length=1)
-    artifact_id: str | None = None
-    prompt_id: str | None = None
-    env_id: str | None = None
-    universe_artifact_id: str | None = None
-    timeout_seconds: float = Field(default=120, gt=0)
-
-    async def execute(self, ctx: StepContext) -> None:
-        record = deployed_agent(ctx, self.agent_name)
-        if not _advertises(record, "snapshot"):
-            raise StepError(f"step {self.id!r}: agent {self.agent_name!r} does not support snapshot/v1 (its card "
-                            f"does not list {EXT.format('snapshot')})",
-                            hint="snapshots need an agent that implements snapshot/v1; none of the built-in "
-                                 "agents does yet")
-        raise StepError(f"step {self.id!r}: agent {self.agent_name!r} offers snapshot/v1, but this version of "
-                        "agentenv cannot take agent snapshots yet (it needs object-store write grants)",
-                        hint="drop the snapshot_agent_state step for now")

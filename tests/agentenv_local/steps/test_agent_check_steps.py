@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 from agentenv_local.agents.client import A2AClient
 from agentenv_local.agents.scripted import ScriptedAgent, ScriptedConfig
 from agentenv_local.env import Env, environment_card, tool
+from agentenv_local.errors import StepError
 from agentenv_local.steps.agent_checks import AGENT_METADATA, NEEDS_MODEL
 
 
@@ -143,7 +144,7 @@ def test_checks_that_the_scripted_agent_cannot_pass_say_why(run):
         check(run, "verify_a2a_install")
         check(run, "verify_a2a_modalities", probes=[{"modality": "image", "prompt_id": "p1", "expected": "a cat"},
                                                     {"modality": "audio", "prompt_id": "p9", "expected": "x"}])
-        with pytest.raises(Exception, match="no verifier 'recall-judge' has run"):
+        with pytest.raises(StepError, match="no verifier 'recall-judge' has run"):
             check(run, "verify_a2a_snapshot", rubric_verifier_id="recall-judge")
         run.metadata["verifications"]["recall-judge"] = {"results": [{"id": "recall", "score": 0, "result": False}]}
         check(run, "verify_a2a_snapshot", rubric_verifier_id="recall-judge")
@@ -154,8 +155,7 @@ def test_checks_that_the_scripted_agent_cannot_pass_say_why(run):
     modalities = verdict(run, "a2a_modalities")
     assert modalities["input"]["image"]["reason"] == "no_ingestion_evidence"
     assert modalities["input"]["audio"]["reason"] == "probe_step_did_not_run"
-    assert failing(run, "a2a_snapshot") == ["no deployed agent lists urn:agentenv:snapshot/v1",
-                                            "no snapshot_agent_state step saved one",
+    assert failing(run, "a2a_snapshot") == ["no snapshot_agent_state step saved one",
                                             "rubric 'recall-judge' criterion 'recall'"]
     stamped = run.store.records.find(AGENT_METADATA, "scripted")["body"]
     assert stamped["validated_system_prompt"]["passed"] is False
@@ -185,6 +185,8 @@ def test_a_bare_agent_fails_every_check_with_a_reason(run):
             check(run, kind)
         check(run, "verify_a2a_core_protocol", prompt_id="p1")
         check(run, "verify_a2a_core_protocol", prompt_id="never-sent")
+        run.metadata["verifications"]["recall-judge"] = {"results": [{"id": "recall", "score": 1, "result": True}]}
+        check(run, "verify_a2a_snapshot", rubric_verifier_id="recall-judge")
     assert failing(run, "a2a_agent_card") == [f"{f} is missing or empty" for f in (
         "description", "version", "capabilities", "defaultInputModes", "defaultOutputModes", "skills")]
     for key, name in (("a2a_agent_config_identity", "agent-config"), ("a2a_role", "agent-config"),
@@ -193,15 +195,17 @@ def test_a_bare_agent_fails_every_check_with_a_reason(run):
         assert f"the card does not list urn:agentenv:{name}/v1" in failing(run, key), key
     assert failing(run, "a2a_system_prompt") == [
         "agent-config/v1 is not on the card or its set does not list system_prompt"]
+    assert failing(run, "a2a_snapshot") == ["no deployed agent lists urn:agentenv:snapshot/v1",
+                                            "no snapshot_agent_state step saved one"]
     # the last core-protocol run: no response for the prompt id, and the unknown method is answered, not refused
     assert failing(run, "a2a_core_protocol") == ["no prompt response 'never-sent': did its prompt_agent step run?",
                                                  "no task to read", "error code None"]
 
 
 def test_an_agent_that_is_not_deployed_is_a_step_error(run):
-    with pytest.raises(Exception, match="no agent deployed from 'scripted'") as info:
+    with pytest.raises(StepError, match="no agent deployed from 'scripted'") as info:
         check(run, "verify_a2a_agent_card")
-    assert "deploy_agent" in info.value.hint
+    assert "deploy_agent" in (info.value.hint or "")
 
 
 def test_the_checks_in_a_task_run(tmp_path: Path):

@@ -166,12 +166,21 @@ def test_peer_agents_refusals(project):
     assert out.returncode == 1 and "no agent named 'x' is deployed in this run (deployed: a)" in out.stdout
 
 
+class NoSnapshotAgent(ScriptedAgent):
+    """A scripted agent without snapshot/v1 (the built-in one offers it)."""
+
+    def card_extensions(self) -> list[dict]:
+        return []
+
+
 def test_snapshot_agent_state_says_the_agent_does_not_support_it(project):
-    path = bundle(project, [
-        {"id": "a", "type": "deploy_agent", "agent_name": "solver", "config": {"plan": [{"reply": "a"}]}},
-        {"id": "snap", "type": "snapshot_agent_state", "agent_name": "solver"},
-    ])
-    out = cli(project, "run", path)
+    with serving_agent(NoSnapshotAgent(plan=[{"reply": "a"}])) as url:
+        path = bundle(project, [
+            {"id": "a", "type": "deploy_agent", "agent_name": "solver", "a2a_url": url},
+            {"id": "p", "type": "prompt_agent", "agent_name": "solver", "prompt": "hi"},
+            {"id": "snap", "type": "snapshot_agent_state", "agent_name": "solver", "artifact_id": "solver-state"},
+        ])
+        out = cli(project, "run", path)
     assert out.returncode == 1
     assert "agent 'solver' does not support snapshot/v1" in out.stdout
     assert json.dumps(last_context(project)["deployed_agents"][0]["torn_down"]) == "true"
