@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
 from kits.env_deploy import call_tool, on_hub, pid_alive, result_text
 from kits.hub import cli
@@ -132,3 +133,71 @@ def test_a_requirements_line_agentenv_cannot_read_is_refused(tmp_path):
     done = cli(tmp_path, "run", "./mail-mcp", "--dry-run")
     assert done.returncode == 1
     assert "envs/mail/requirements.txt:1: '-r other.txt' is not a plain requirement" in done.stdout + done.stderr
+
+
+NOTES_SERVER = '''"""A notes env written the reference's way: data plane and ToolContext from agentenv_protocol."""
+from typing import Annotated
+
+from pydantic import Field
+
+from agentenv_protocol import (AgentEnvEnvironment, DataPart, ToolContext, add_data, environment_card, get_data,
+                               reset_data, tool)
+
+
+@environment_card(name="notes", description="Notes someone left.")
+class NotesEnv(AgentEnvEnvironment):
+    def __init__(self):
+        self.notes = []
+
+    @reset_data
+    def reset(self):
+        self.notes = []
+
+    @add_data
+    def add(self, parts):
+        self.notes += [part.data["note"] for part in parts]
+
+    @get_data
+    def get(self):
+        return [DataPart(data={"notes": self.notes})]
+
+    @tool(name="read_notes")
+    def read_notes(self, ctx: ToolContext,
+                   prefix: Annotated[str, Field(description="What each note returned starts with.")] = "") -> str:
+        """The notes that start with the prefix, and who asked."""
+        return f"{ctx.role}: " + "; ".join(n for n in self.notes if n.startswith(prefix))
+
+
+if __name__ == "__main__":
+    NotesEnv().serve()
+'''
+
+
+def test_the_sdk_surface_a_reference_env_uses_maps_onto_ours(session, tmp_path):
+    from kits.data_plane import rpc
+    from kits.env_deploy import admin
+
+    folder = tmp_path / "envs" / "notes"
+    folder.mkdir(parents=True)
+    (folder / "server.py").write_text(NOTES_SERVER)
+    _store_folder(session.store, "notes", folder)
+    record = on_hub(session, session.hub.envs.deploy("notes"))
+    data_plane = f"{record['gateway_url']}/svc/mcp-notes/agentenv"
+    headers = admin(session, record)
+    for note in ("buy milk", "call Dana", "buy stamps"):
+        answer = rpc(data_plane, "data/add", {"parts": [{"kind": "data", "data": {"note": note}}]}, headers=headers)
+        assert answer.get("result") == {}, answer
+    assert rpc(data_plane, "data/get", {}, headers=headers)["result"]["parts"] == [
+        {"kind": "data", "data": {"notes": ["buy milk", "call Dana", "buy stamps"]}}]
+    assert record["environment_card"]["name"] == "notes"
+    card = httpx2.get(f"{record['gateway_url']}/svc/mcp-notes/.well-known/agent-env.json", headers=headers,
+                      timeout=10).json()
+    assert card["description"] == "Notes someone left."
+    [listed] = card["capabilities"]["tools"]
+    assert list(listed["inputSchema"]["properties"]) == ["prefix"]  # the ToolContext is never advertised
+    _names, result = call_tool(record["mcp_url"], "read_notes", {"prefix": "buy"})
+    assert result_text(result).endswith(": buy milk; buy stamps")
+    assert rpc(data_plane, "data/reset", {}, headers=headers).get("result") == {}
+    assert rpc(data_plane, "data/get", {}, headers=headers)["result"]["parts"] == [
+        {"kind": "data", "data": {"notes": []}}]
+    on_hub(session, session.hub.envs.teardown(record["instance_id"]))
