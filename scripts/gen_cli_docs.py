@@ -31,7 +31,7 @@ HEADER = """\
      change the command, then run `.venv/bin/python scripts/gen_cli_docs.py`. -->
 
 Every `agentenv` command with its usage line, its help text and its options, generated from the
-CLI itself (`tests/test_docs_cli_reference.py` fails when this page is out of date). Commands
+CLI itself (`tests/docs/test_docs_cli_reference.py` fails when this page is out of date). Commands
 that plugins add are not listed here; `agentenv --help` shows them.
 
 Exit codes everywhere: `0` success, `1` failure (a run that did not pass, a bad input, a missing

@@ -10,7 +10,7 @@ import pytest
 from kits.docs_server import agentenv_exe
 from kits.servers import announced_subprocess
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from kits.servers import agentenv_exe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "getting-started.md"
 NO_TEST = "<!-- no-test -->"
 RUN_ID = re.compile(r"\b([A-Za-z0-9_.-]+?)-(\d{8})-([0-9a-f]{8})\b")
