@@ -17,6 +17,7 @@ import argparse
 import inspect
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -32,11 +33,111 @@ HEADER = """\
 
 Every `agentenv` command with its usage line, its help text and its options, generated from the
 CLI itself (`tests/docs/test_docs_cli_reference.py` fails when this page is out of date). Commands
-that plugins add are not listed here; `agentenv --help` shows them.
+that plugins add are not listed here; `agentenv --help` shows them. Each command's section ends with
+the reference framework's `agent-env` command it does the job of (Reference); the last section maps
+every `agent-env` command to ours and says why we have none for the others.
 
 Exit codes everywhere: `0` success, `1` failure (a run that did not pass, a bad input, a missing
 record), `2` usage error (an unknown option or a bad value), `130` interrupted with Ctrl-C.
 """
+
+
+REFERENCE_PROG = "agent-env"  # the reference framework's CLI (agentenv-framework 0.9.1364)
+
+# Each command of the reference's CLI: the command of ours that does its job (a path without the program).
+REFERENCE_TO_OURS: dict[str, str] = {
+    "a2a-agent deploy": "agent deploy",
+    "a2a-agent get": "agent get",
+    "a2a-agent get-instance": "agent instances",
+    "a2a-agent list": "agent list",
+    "a2a-agent put": "agent put",
+    "a2a-agent validate": "agent validate",
+    "artifact cli get": "artifact cli get",
+    "artifact cli put": "artifact cli put",
+    "artifact environment put": "artifact environment put",
+    "artifact environment-universe get": "artifact environment-universe get",
+    "artifact environment-universe put": "artifact environment-universe put",
+    "artifact file-artifact-universe get": "artifact get",
+    "artifact file-artifact-universe list": "artifact list",
+    "artifact file-artifact-universe put": "artifact put",
+    "artifact file-artifact-universe put-bundled": "artifact put",
+    "bundle init": "bundle init",
+    "config debug": "config debug",
+    "config explain": "config explain",
+    "config show": "config show",
+    "config sources": "config sources",
+    "env deploy": "env deploy",
+    "env gateway put": "env put",
+    "env get-instance": "env instances",
+    "env mcp-server put": "env put",
+    "env mcp-server validate": "env validate",
+    "env multi put": "env put",
+    "env multi validate": "env validate",
+    "eval add-tasks": "eval add-tasks",
+    "eval create": "eval create",
+    "eval run": "eval run",
+    "plugin add": "plugin add",
+    "plugin check": "plugin check",
+    "plugin list": "plugin list",
+    "plugin remove": "plugin remove",
+    "plugin show": "plugin show",
+    "run": "run",
+    "task create": "task create",
+    "task get": "task get",
+    "task get-instance": "runs show",
+    "task run": "task run",
+    "task validate": "task validate",
+    "up": "up",
+}
+
+# The reference's commands we do not have, and why (or what to use instead).
+REFERENCE_MISSING: dict[str, str] = {
+    "a2a-agent add-skill": "skills are given per run (deploy_agent's `skills`, the add_skills step), not "
+                           "registered on a deployed agent",
+    "artifact environment-universe compatible-envs": "not yet: which envs can load a universe is checked when "
+                                                     "a run loads it",
+    "artifact file-artifact-universe get-many": "`agentenv artifact get` one id at a time",
+    "artifact skill get": "skills are stored from a bundle's skills/ folder by `agentenv run`",
+    "artifact skill put": "skills are stored from a bundle's skills/ folder by `agentenv run`",
+    "env init-env-state": "no separate env-state instances: an env instance keeps its own state (reset_env, "
+                          "snapshot_env in a run)",
+    "env teardown-env-state": "no separate env-state instances (`agentenv env teardown` stops an env instance)",
+    "env mcp-server create-cli": "the build_mcp_cli step writes an env's CLI in a run",
+    "env mcp-server load-environment-artifact": "data is loaded into an env in a run (load_artifact with env_id)",
+    "env multi compatible-universes": "not yet: a universe's fit is checked when a run loads it",
+    "env multi load-environment-artifact": "data is loaded into an env in a run (load_artifact with env_id)",
+    "env multi load-environment-universe-artifact": "data is loaded into an env in a run (load_artifact with "
+                                                    "env_id)",
+    "env multi validate-universe-compatibility": "not yet: a universe's fit is checked when a run loads it",
+    "env service-db put": "service-db envs are not an env type here",
+    "env snapshot": "the snapshot_env step snapshots an env in a run",
+    "env website load-environment-artifact": "website envs are not an env type here",
+    "env website put": "website envs are not an env type here",
+    "env website-browser put": "website envs are not an env type here",
+    "task run-batch": "make an eval of the tasks (`agentenv eval create`) and run it with `agentenv eval run --k`",
+}
+
+
+def _reference_line(path: str, is_group: bool) -> str | None:
+    """Which reference commands a command of ours (`agentenv x y`) stands for, as a line of its section."""
+    ours = path.split(" ", 1)[1] if " " in path else ""
+    theirs = [ref for ref, mine in REFERENCE_TO_OURS.items() if mine == ours]
+    if not theirs:
+        return None if is_group else f"Reference: none (`{REFERENCE_PROG}` has no such command)\n"
+    return "Reference: " + ", ".join(f"`{REFERENCE_PROG} {ref}`" for ref in theirs) + "\n"
+
+
+def _reference_sections() -> list[str]:
+    out = ["## The reference's commands\n",
+           f"How the reference framework's `{REFERENCE_PROG}` commands map to ours (each command's section above "
+           "says the same under Reference).\n",
+           f"| `{REFERENCE_PROG}` | `{PROG}` |", "|---|---|"]
+    out += [f"| `{ref}` | [`{PROG} {mine}`](#{_anchor(PROG + ' ' + mine)}) |"
+            for ref, mine in sorted(REFERENCE_TO_OURS.items())]
+    out += ["", "### The reference's commands we do not have\n", f"| `{REFERENCE_PROG}` | Why |", "|---|---|"]
+    out += [f"| `{ref}` | {_cell(why)} |" for ref, why in sorted(REFERENCE_MISSING.items())]
+    out.append("")
+    return out
 
 
 def _help_text(cmd: click.Command) -> str:
@@ -67,7 +168,8 @@ def _params(cmd: click.Command, ctx: click.Context) -> tuple[list[str], list[tup
     arguments, options = [], []
     for param in cmd.get_params(ctx):
         if isinstance(param, click.Argument):
-            name = param.make_metavar(ctx) if _make_metavar_takes_ctx() else param.make_metavar()
+            make: Any = param.make_metavar  # its signature depends on the click version (checked below)
+            name = make(ctx) if _make_metavar_takes_ctx() else make()
             arguments.append(name)
             continue
         record = param.get_help_record(ctx)
@@ -142,6 +244,10 @@ def render() -> str:
                     links.append(f"[`{name}`](#{_anchor(path + ' ' + name)})")
             if links:
                 out.append("Subcommands: " + ", ".join(links) + "\n")
+        reference = _reference_line(path, isinstance(cmd, click.Group))
+        if reference:
+            out.append(reference)
+    out += _reference_sections()
     return "\n".join(out).rstrip() + "\n"
 
 
