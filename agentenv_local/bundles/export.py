@@ -129,9 +129,10 @@ def _toml_value(value: Any) -> str:
 class _Writer:
     """Builds the bundle in a staging folder; each stored entity is written once, under a unique name."""
 
-    def __init__(self, store: Any, config: Any, staging: Path, export: Export) -> None:
+    def __init__(self, store: Any, config: Any, staging: Path, export: Export, keep_user_fields: bool) -> None:
         from agentenv_local.tasks.model import step_types
 
+        self.keep_user_fields = keep_user_fields
         self.store = store
         self.types = step_types(config)
         self.staging = staging
@@ -218,10 +219,11 @@ class _Writer:
         step = dict(raw)
         label = f"{where}: step {step.get('id')!r}"
         kind = step.get("type")
-        for f in USER_FIELDS["*"] + USER_FIELDS.get(str(kind), ()):
+        for f in () if self.keep_user_fields else USER_FIELDS["*"] + USER_FIELDS.get(str(kind), ()):
             if step.get(f) not in (None, "", [], {}):
                 del step[f]
-                self.export.left_out.append(f"{label}: {f}: your setup's, so a run takes its own")
+                self.export.left_out.append(f"{label}: {f}: your setup's, so a run takes its own "
+                                            "(--include-scope user keeps it)")
         cls = self.types.get(kind) if isinstance(kind, str) else None
         for f in getattr(cls, "artifact_ref_fields", ()):
             if isinstance(step.get(f), str):
@@ -283,12 +285,15 @@ def build(folder: Path, fill: Any) -> None:
 
 
 def export(store: Any, config: Any, folder: Path, *, task_id: str | None = None, eval_id: str | None = None,
-           version: int | None = None) -> Export:
-    """Write the stored task `task_id` (or eval `eval_id` and its tasks) as a bundle at `folder`."""
+           version: int | None = None, keep_user_fields: bool = False) -> Export:
+    """Write the stored task `task_id` (or eval `eval_id` and its tasks) as a bundle at `folder`.
+
+    `keep_user_fields`: keep the fields of the user's setup (USER_FIELDS) as stored; an agent they name
+    by id then still needs the store. Secrets are left out all the same."""
     result = Export(what="", folder=folder)
 
     def fill(staging: Path) -> None:
-        writer = _Writer(store, config, staging, result)
+        writer = _Writer(store, config, staging, result, keep_user_fields)
         if task_id is not None:
             doc = store.documents.get("tasks", task_id, version)
             writer.task(task_id, doc["version"])

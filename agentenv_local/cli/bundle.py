@@ -17,19 +17,23 @@ def bundle_group() -> None:
 @click.option("--from-task", "task_id", help="Write this stored task (by id) and everything it uses.")
 @click.option("--from-eval", "eval_id", help="Write this stored eval (by id), its tasks and everything they use.")
 @click.option("--version", type=click.IntRange(min=1), help="The version of the task or eval (default: the latest).")
-def init(folder: Path, task_id: str | None, eval_id: str | None, version: int | None) -> None:
+@click.option("--include-scope", "include_scopes", multiple=True, type=click.Choice(["user"]),
+              help="Keep the fields of this scope as stored (user: the agent, sandbox provider, models), as the "
+                   "reference's option does; an agent named by id then still needs the store.")
+def init(folder: Path, task_id: str | None, eval_id: str | None, version: int | None,
+         include_scopes: tuple[str, ...]) -> None:
     """Write a bundle at FOLDER, which must be new or empty.
 
     With no option: a new bundle that runs as it is (one task, one artifact, a README), to change from there.
     With --from-task or --from-eval: the stored task, or the eval and its tasks, with every artifact and env they
     use as folders of the bundle, so it runs with no store. Fields of your setup (the agent, the sandbox
-    provider, models) and values that look like secrets are left out, and listed. Nothing is written to the
-    store, and a failure writes no folder.
+    provider, models) and values that look like secrets are left out, and listed (--include-scope user keeps
+    the first). Nothing is written to the store, and a failure writes no folder.
     """
     if task_id is not None and eval_id is not None:
         raise click.UsageError("give --from-task or --from-eval, not both")
-    if version is not None and task_id is None and eval_id is None:
-        raise click.UsageError("--version needs --from-task or --from-eval")
+    if (version is not None or include_scopes) and task_id is None and eval_id is None:
+        raise click.UsageError("--version and --include-scope need --from-task or --from-eval")
     if task_id is None and eval_id is None:
         from agentenv_local.bundles.scaffold import scaffold
 
@@ -45,7 +49,8 @@ def init(folder: Path, task_id: str | None, eval_id: str | None, version: int | 
 
     check_target(folder)  # before the store is opened: a refused folder costs nothing
     with session() as s:
-        result = export(s.store, s.config, folder, task_id=task_id, eval_id=eval_id, version=version)
+        result = export(s.store, s.config, folder, task_id=task_id, eval_id=eval_id, version=version,
+                        keep_user_fields="user" in include_scopes)
     click.echo(f"Wrote {result.what} into {folder}:")
     for rel in sorted(result.files):
         click.echo(f"  {rel}")

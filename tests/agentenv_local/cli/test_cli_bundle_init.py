@@ -78,6 +78,11 @@ def test_an_exported_task_runs_with_no_store(project, make_project, tmp_path):
     assert "tasks/hello.json: step 'hello'.criteria[1].bash_cmd: masked, its value holds an API key" in out
     assert not [p for p in project.root.iterdir() if "agentenv-partial" in p.name]
 
+    kept = project.cli("bundle", "init", "kept", "--from-task", "team/hello", "--include-scope", "user").stdout
+    box = json.loads((project.root / "kept" / "tasks" / "hello.json").read_text())["steps"][0]
+    assert box["sandbox_type"] == "process" and "sandbox_type" not in kept
+    assert "API_TOKEN" in kept  # secrets are left out all the same
+
     other = make_project(tmp_path / "elsewhere")
     other.root.mkdir()
     shutil.copytree(folder, other.root / "copy")
