@@ -67,7 +67,8 @@ def check_environment_name(name: str | None, where: str) -> str:
 
 
 def put_environment(store: Any, artifact_id: str, filename: str, data: bytes, *, environment_name: str,
-                    description: str = "", extra: dict[str, Any] | None = None, if_changed: bool = False) -> dict:
+                    description: str = "", extra: dict[str, Any] | None = None, digest: str | None = None,
+                    if_changed: bool = False) -> dict:
     """Store `data` as the file `<id>__file`, then the `environment` document pinning it."""
     check_environment_name(environment_name, f"environment {artifact_id!r}")
     file_doc = put_artifact(store, derived_id(artifact_id, "file"), {filename: data}, artifact_type=FILE,
@@ -75,8 +76,8 @@ def put_environment(store: Any, artifact_id: str, filename: str, data: bytes, *,
     body = {"type": ENVIRONMENT, "description": description, "environment_name": environment_name,
             "service_name": environment_name,  # the reference writes both spellings
             "file_artifact_ref": ref_of(file_doc), "filename": filename, **(extra or {})}
-    digest = files_digest({filename: data}, {"type": ENVIRONMENT, "environment_name": environment_name,
-                                             "description": description})
+    digest = digest or files_digest({filename: data}, {"type": ENVIRONMENT, "environment_name": environment_name,
+                                                       "description": description})
     return store.documents.put("artifacts", artifact_id, body, digest=digest, if_changed=if_changed)
 
 
@@ -117,7 +118,7 @@ def put_environment_universe(store: Any, artifact_id: str, environment_refs: lis
 
 def put_cli(store: Any, artifact_id: str, files: dict[str, bytes], *, entrypoint: str, command_name: str,
             env_id: str | None = None, env_version: int | None = None, description: str = "",
-            extra: dict[str, Any] | None = None, if_changed: bool = False) -> dict:
+            extra: dict[str, Any] | None = None, digest: str | None = None, if_changed: bool = False) -> dict:
     """The CLI's tree as the bundle `<id>__files`, then the `cli` document naming its entrypoint."""
     where = f"cli {artifact_id!r}"
     problems = []
@@ -130,8 +131,8 @@ def put_cli(store: Any, artifact_id: str, files: dict[str, bytes], *, entrypoint
     if problems:
         raise ValidationError(f"{where}: {len(problems)} problem(s); nothing was written", problems=problems,
                               hint="--entrypoint is a path inside --cli-dir, e.g. bin/mytool")
-    digest = files_digest(files, {"type": CLI, "entrypoint": entrypoint, "command_name": command_name,
-                                  "env_id": env_id, "env_version": env_version})
+    digest = digest or files_digest(files, {"type": CLI, "entrypoint": entrypoint, "command_name": command_name,
+                                            "env_id": env_id, "env_version": env_version})
     if if_changed:
         latest = store.documents.find("artifacts", artifact_id)
         if latest is not None and latest.get("digest") == digest:
@@ -149,14 +150,15 @@ def put_cli(store: Any, artifact_id: str, files: dict[str, bytes], *, entrypoint
 
 def put_docker_image(store: Any, artifact_id: str, files: dict[str, bytes], *, description: str = "",
                      dockerfile_path: str | None = None, extra: dict[str, Any] | None = None,
-                     if_changed: bool = False) -> dict:
+                     digest: str | None = None, if_changed: bool = False) -> dict:
     """A build context (the bundle `<id>__files`) and the image name it builds as in the local store."""
     dockerfile = dockerfile_path or next((name for name in DOCKERFILES if name in files), None)
     if dockerfile is None or dockerfile not in files:
         raise ValidationError(f"docker_image {artifact_id!r}: its files hold no "
                               f"{dockerfile_path or ' or '.join(DOCKERFILES)}",
                               hint="a docker_image artifact is a build context with a Dockerfile at its root")
-    digest = files_digest(files, {"type": DOCKER_IMAGE, "dockerfile_path": dockerfile})
+    source_digest = files_digest(files, {"type": DOCKER_IMAGE, "dockerfile_path": dockerfile})
+    digest = digest or source_digest
     if if_changed:
         latest = store.documents.find("artifacts", artifact_id)
         if latest is not None and latest.get("digest") == digest:
@@ -164,7 +166,7 @@ def put_docker_image(store: Any, artifact_id: str, files: dict[str, bytes], *, d
     context = put_artifact(store, derived_id(artifact_id, "files"), files, artifact_type=BUNDLE,
                            description=f"build context of docker_image {artifact_id}", if_changed=True)
     body = {"type": DOCKER_IMAGE, "description": description, "image_name": image_name(artifact_id),
-            "dockerfile_path": dockerfile, "source_digest": digest,
+            "dockerfile_path": dockerfile, "source_digest": source_digest,
             "build_context_id": context["id"], "build_context_version": context["version"],
             "build_context_object_url": context["body"]["bundle_object_url"], "files": context["body"]["files"],
             **(extra or {})}
@@ -196,3 +198,70 @@ def build_docker_image(store: Any, doc: dict, provider: Any,
             target.write_bytes(data)
         return dict(provider.build_image(body["image_name"], f"v{doc['version']}", root,
                                          containerfile=root / body["dockerfile_path"], on_line=on_line))
+
+
+# --- bundle folders (artifacts/<name>/ with an artifact.toml) ---------------------------------------------
+
+# What an artifact.toml may set for each typed kind a bundle folder can be, beyond type, id and description.
+BUNDLE_KEYS: dict[str, tuple[str, ...]] = {ENVIRONMENT: ("environment_name",), CLI: ("command_name", "entrypoint"),
+                                           DOCKER_IMAGE: ("dockerfile_path",)}
+# The reference's stored names an artifact.toml may use for them.
+BUNDLE_KEY_ALIASES = {"service_name": "environment_name"}
+
+
+def infer_bundle_type(files: dict[str, bytes], declared: str | None) -> str | None:
+    """A bundle folder's type, as the reference infers it: the declared one (legacy names read as new), else a
+    root Dockerfile makes a docker_image; None leaves it to the file/file-bundle rule."""
+    if declared:
+        kind = canonical_type(declared)
+        return kind if isinstance(kind, str) else None
+    return DOCKER_IMAGE if "Dockerfile" in files else None
+
+
+def bundle_problems(kind: str, settings: dict[str, Any], files: dict[str, bytes]) -> list[str]:
+    """What is wrong with a typed bundle folder's artifact.toml keys and files (each a line of its own)."""
+    keys = {BUNDLE_KEY_ALIASES.get(k, k): v for k, v in settings.items()}
+    problems = [f"{k} must be a string, got {type(keys[k]).__name__}" for k in BUNDLE_KEYS.get(kind, ())
+                if k in keys and not isinstance(keys[k], str)]
+    if problems:
+        return problems
+    if kind == ENVIRONMENT:
+        if not keys.get("environment_name"):
+            problems.append("environment_name is required: the env server the file seeds")
+        elif not ENVIRONMENT_NAME.fullmatch(keys["environment_name"]):
+            problems.append(f"environment_name {keys['environment_name']!r} must name one server of an env "
+                            "(letters, digits, '.', '_', '-')")
+        if len(files) != 1:
+            problems.append(f"an environment wraps exactly one file; this folder has {len(files)}")
+    elif kind == CLI:
+        problems += [f"{k} is required" for k in ("command_name", "entrypoint") if not keys.get(k)]
+        if keys.get("command_name") and not COMMAND_NAME.fullmatch(keys["command_name"]):
+            problems.append(f"command_name {keys['command_name']!r} must be a plain name (letters, digits, '.', "
+                            "'_', '-'; not starting with '.' or '-')")
+        if keys.get("entrypoint") and keys["entrypoint"] not in files:
+            problems.append(f"entrypoint {keys['entrypoint']!r} is not one of this folder's files")
+    elif kind == DOCKER_IMAGE:
+        dockerfile = keys.get("dockerfile_path") or "Dockerfile"
+        if dockerfile not in files and not (not keys.get("dockerfile_path") and "Containerfile" in files):
+            problems.append(f"a docker_image folder is a build context: {dockerfile} is not among its files")
+    return problems
+
+
+def put_bundle_artifact(store: Any, artifact_id: str, files: dict[str, bytes], kind: str,
+                        settings: dict[str, Any], *, description: str = "", digest: str | None = None,
+                        extra: dict[str, Any] | None = None, if_changed: bool = False) -> dict:
+    """Store a typed bundle folder (its keys checked by `bundle_problems` when the bundle was read)."""
+    keys = {BUNDLE_KEY_ALIASES.get(k, k): v for k, v in settings.items()}
+    if kind == ENVIRONMENT:
+        (filename, data), = files.items()
+        return put_environment(store, artifact_id, filename, data, environment_name=keys["environment_name"],
+                               description=description, extra=extra, digest=digest, if_changed=if_changed)
+    if kind == CLI:
+        return put_cli(store, artifact_id, files, entrypoint=keys["entrypoint"], command_name=keys["command_name"],
+                       description=description, extra=extra, digest=digest, if_changed=if_changed)
+    if kind == DOCKER_IMAGE:
+        return put_docker_image(store, artifact_id, files, description=description,
+                                dockerfile_path=keys.get("dockerfile_path"), extra=extra, digest=digest,
+                                if_changed=if_changed)
+    return put_artifact(store, artifact_id, files, artifact_type=kind, description=description, digest=digest,
+                        extra=extra, if_changed=if_changed)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentenv_local import typed_artifacts
 from agentenv_local.artifacts import read_folder
 from agentenv_local.errors import ValidationError
 from agentenv_local.inputs import (
@@ -47,6 +48,7 @@ class ArtifactEntry:
     files: dict[str, bytes]
     artifact_type: str | None = None
     description: str = ""
+    settings: dict = field(default_factory=dict)  # a typed kind's artifact.toml keys (typed_artifacts.BUNDLE_KEYS)
 
 
 @dataclass
@@ -225,10 +227,11 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             if read is None:
                 continue
             settings = read
-            unknown = set(settings) - {"type", "id", "description"}
+            valid = ["type", "id", "description", *_typed_keys(settings.get("type"))]
+            unknown = set(settings) - set(valid)
             if unknown:
                 problems.append(f"{where}/artifact.toml: unknown key(s) {', '.join(sorted(unknown))}; "
-                                "valid: type, id, description")
+                                f"valid: {', '.join(valid)}")
             wrong = [f"'{k}' must be a string{' starting with @local/' if k == 'id' else ''}, "
                      f"got {type(settings[k]).__name__}"
                      for k in ("type", "id", "description") if k in settings and not isinstance(settings[k], str)]
@@ -251,11 +254,18 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             problems.append(f"{where}/artifact.toml: 'id' must be a string starting with @local/"
                             f"{f' ({why})' if why else ''}, got {shorten(settings['id'])}")
             continue
-        kind = settings.get("type")
-        if kind not in (None, "file", "file_artifact_universe"):
-            problems.append(f"{where}/artifact.toml: type {kind!r} is not supported here; "
-                            "use file or file_artifact_universe")
+        kind = typed_artifacts.infer_bundle_type(files, settings.get("type"))  # a root Dockerfile: docker_image
+        if kind not in (None, "file", "file_artifact_universe", *typed_artifacts.BUNDLE_KEYS):
+            problems.append(f"{where}/artifact.toml: type {settings.get('type')!r} is not supported here; use "
+                            f"file, file_artifact_universe or {', '.join(typed_artifacts.BUNDLE_KEYS)}"
+                            + (" (store a universe with `agentenv artifact environment-universe put`)"
+                               if kind == typed_artifacts.ENVIRONMENT_UNIVERSE else ""))
             continue
+        if kind in typed_artifacts.BUNDLE_KEYS:
+            wrong = typed_artifacts.bundle_problems(kind, settings, files)
+            if wrong:
+                problems += [f"{where}: {kind}: {w}" for w in wrong]
+                continue
         if kind == "file" and len(files) != 1:  # caught here, not half-way through writing
             problems.append(f"{where}/artifact.toml: type 'file' holds exactly one file; this folder has "
                             f"{len(files)} (use file_artifact_universe, or leave type out)")
@@ -265,8 +275,15 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
             problems.append(f"{where}/artifact.toml: id {artifact_id!r} is also the id of artifacts/{same[0]}; "
                             "each artifact needs its own id")
             continue
+        typed_settings = {k: v for k, v in settings.items() if k in _typed_keys(kind)}
         bundle.artifacts[entry.name] = ArtifactEntry(entry.name, artifact_id, files, kind,
-                                                     str(settings.get("description", "")))
+                                                     str(settings.get("description", "")), typed_settings)
+
+
+def _typed_keys(kind: object) -> tuple[str, ...]:
+    """The artifact.toml keys a typed kind takes besides type, id, description (and the reference's aliases)."""
+    keys = typed_artifacts.BUNDLE_KEYS.get(str(typed_artifacts.canonical_type(kind)), ())
+    return (*keys, *(alias for alias, key in typed_artifacts.BUNDLE_KEY_ALIASES.items() if key in keys))
 
 
 def _load_skills(bundle: Bundle, problems: list[str]) -> None:

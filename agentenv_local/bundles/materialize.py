@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv_local.artifacts import files_digest, put_artifact
+from agentenv_local.artifacts import files_digest
 from agentenv_local.errors import ValidationError
+from agentenv_local.typed_artifacts import put_bundle_artifact
 
 from .loader import Bundle, skill_refs
 
@@ -135,11 +136,11 @@ def materialize(store, bundle: Bundle, dry_run: bool = False, sandbox: str | Non
 
     pinned: dict[str, int] = {}  # bundle artifact id -> the version this run stores
     for art in bundle.artifacts.values():
-        digest = files_digest(art.files, {"type": art.artifact_type, "description": art.description})
+        digest = files_digest(art.files, {"type": art.artifact_type, "description": art.description, **art.settings})
         pinned[art.id] = record("artifacts", art.name, "artifacts", art.id, digest, lambda art=art, digest=digest:
-                                put_artifact(store, art.id, art.files, artifact_type=art.artifact_type,
-                                             description=art.description, digest=digest,
-                                             extra={"bundle": str(bundle.path)}, if_changed=True))
+                                put_bundle_artifact(store, art.id, art.files, art.artifact_type, art.settings,
+                                                    description=art.description, digest=digest,
+                                                    extra={"bundle": str(bundle.path)}, if_changed=True))
     if bundle.skills:
         from agentenv_local.skills import put_skill, skill_digest
 

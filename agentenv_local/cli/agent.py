@@ -113,12 +113,22 @@ def deploy(agent_id, version, runtime, config_json, keep_running, as_json):
 
 
 @agent_group.command("instances")
+@click.argument("instance_id", metavar="[INSTANCE]", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Stopped instances too.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def instances(show_all, as_json):
-    """Agents `agentenv agent deploy` started (running ones, unless --all)."""
+def instances(instance_id, show_all, as_json):
+    """Agents `agentenv agent deploy` started (running ones, unless --all), or INSTANCE's record as JSON."""
+    from agentenv_local.errors import NotFoundError
+
     with session() as s:
-        rows = HubMethods(s).agent_instances(status=None if show_all else "running")
+        rows = HubMethods(s).agent_instances(status=None if show_all or instance_id else "running")
+    if instance_id:  # the reference's lookup by id: one record, stopped ones too
+        found = [r for r in rows if r["instance_id"] == instance_id]
+        if not found:
+            raise NotFoundError(f"no agent instance {instance_id!r}",
+                                hint="list them with `agentenv agent instances --all`")
+        echo_json(found[0])
+        return
     if as_json:
         echo_json(rows)
         return
