@@ -215,3 +215,36 @@ def test_a_type_naming_a_missing_provider_fails_the_deploy_with_the_registered_o
     assert info.value.message == ("env ghost: its env provider 'nowhere' is not available; "
                                   f"registered: {', '.join(registered)}")
     assert session.hub.envs.instances() == []
+
+
+class SoloEnv(McpServerEnv):
+    type: Literal["solo"] = "solo"  # type: ignore[assignment]  # a plugin's record narrows `type`
+
+
+class Solo(McpServerType):
+    name = "solo"
+    record = SoloEnv
+
+    def topology(self, env: McpServerEnv) -> str:  # always its one server on its own, whatever the record says
+        return "server"
+
+
+class Sideways(Solo):
+    def topology(self, env: McpServerEnv) -> str:
+        return "sideways"
+
+
+def test_an_env_type_picks_the_topology_that_serves_it(session, monkeypatch):
+    reg = PluginRegistry()
+    reg.register("env_types", "solo", Solo)
+    monkeypatch.setattr(plugins, "_registry", reg)
+    put_env(session.store, "solo", EXAMPLES / "echo", type="solo", module="server.py:Echo", environment_name="echo")
+    record = on_hub(session, session.hub.envs.deploy("solo"))
+    assert record["env_provider_type"] == "server" and record["gateway_url"] is None
+    _names, result = call_tool(record["mcp_url"], "echo", {"text": "on its own"})
+    assert result_text(result) == "on its own"
+    on_hub(session, session.hub.envs.teardown(record["instance_id"]))
+
+    reg.register("env_types", "solo", Sideways)
+    with pytest.raises(DeployError, match="asks for the topology 'sideways'; there are 'gateway' and 'server'"):
+        on_hub(session, session.hub.envs.deploy("solo"))

@@ -1,7 +1,8 @@
 """Env types: what `type = "..."` in an env.toml means, registered in the `agentenv_local.env_types` group.
 
 An env type says two things: how its env.toml is read (`record`, a pydantic model) and how it is deployed
-(`servers`: the MCP servers behind its gateway; `provider`: which env provider runs each of them). Ours,
+(`servers`: the MCP servers behind its gateway; `topology`: a gateway in front of them, or its one server on
+its own; `provider`: which env provider runs each of them). Ours,
 `mcp_server` and `multi`, are entry points in pyproject.toml like a plugin's would be:
 
     [project.entry-points."agentenv_local.env_types"]
@@ -39,6 +40,11 @@ class EnvType:
         """(the MCP server name agents see, the gateway mode, prefix tool names?)."""
         return (getattr(env, "environment_name", None) or env_id.rsplit("/", 1)[-1],
                 gateway_mode or "performance", False)
+
+    def topology(self, env: Any) -> str:
+        """"gateway" (a Gateway in front of its servers: gateway.py) or "server" (its one server on its own, no
+        gateway: server_topology.py); the record's `env_provider_type`, "gateway" by default."""
+        return str(getattr(env, "env_provider_type", "gateway"))
 
     def provider(self, server: McpServerEnv, where: str) -> str:
         """The env provider (an `agentenv_local.env_providers` name) that runs one of its servers."""

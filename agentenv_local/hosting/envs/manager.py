@@ -152,6 +152,14 @@ class EnvManager:
         etype = self._type_of(env, f"env {env_id}")
         servers = etype.servers(env_id, doc, env, self._env_doc)
         name, mode, prefix_tools = etype.gateway_options(env_id, env, gateway_mode)
+        topology = etype.topology(env)
+        if topology not in ("gateway", "server"):
+            raise DeployError(f"env {env_id}: its env type {env.type!r} asks for the topology {topology!r}; "
+                              "there are 'gateway' and 'server'")
+        if topology == "server" and (len(servers) != 1 or not isinstance(env, McpServerEnv)):
+            raise DeployError(f"env {env_id}: the server topology serves one mcp_server env on its own; this "
+                              f"{env.type} env has {len(servers)} server(s)",
+                              hint='deploy it with env_provider_type = "gateway" (the default)')
         children_info: list[dict] = []
         specs = []
         for sdoc, senv in servers:
@@ -163,7 +171,8 @@ class EnvManager:
             specs.append(ChildSpec(child_name, target, token=token))
             children_info.append(info)
 
-        if isinstance(env, McpServerEnv) and env.env_provider_type == "server":
+        if topology == "server":
+            assert isinstance(env, McpServerEnv)  # checked before its server started
             record = await deploy_server(inst, doc, env, specs[0].target, children_info[0], name, metadata,
                                          self._guard())
             self._register(inst, record)
