@@ -16,6 +16,8 @@ Config (agent-config/v1), besides AgentConfig's ``model``, ``system_prompt``, ``
     max_tokens    per model call (unset: the provider's default)
     max_retries   retries of a failed model request (429/5xx/connection; default 3)
     request_timeout_s  each model request (default 120)
+    max_turns     the reference's name (prompt_agent sends it): overrides max_steps
+    model_params  the reference's model parameters (prompt_agent sends them): temperature, max_tokens
 
 With ``output_format`` (a JSON schema) every model call asks for it (``response_format``); the final answer
 is parsed and validated, and travels as the structured output. The trajectory (format
@@ -41,6 +43,7 @@ from .base import Agent
 from .types import AgentConfig, ErrorType, TaskRequest, TaskResult, Usage
 
 TRAJECTORY_FORMAT = "agentenv-tool-loop/1"
+MODEL_PARAMS = ("temperature", "max_tokens")  # the model_params a provider call takes
 MAX_CONTEXTS = 1024
 MAX_TOOL_RESULT_CHARS = 100_000
 _TOOL_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
@@ -84,6 +87,31 @@ class ToolLoopConfig(AgentConfig):
     max_tokens: int | None = Field(default=None, ge=1)
     max_retries: int = Field(default=3, ge=0, le=20)
     request_timeout_s: float = Field(default=120.0, gt=0)
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    model_params: dict[str, Any] | None = None
+
+    @field_validator("model_params")
+    @classmethod
+    def _known_params(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        unknown = sorted(set(value or {}) - set(MODEL_PARAMS))
+        if unknown:
+            raise ValueError(f"model_params: this agent takes {', '.join(MODEL_PARAMS)}, not {', '.join(unknown)}")
+        temperature, max_tokens = (value or {}).get("temperature"), (value or {}).get("max_tokens")
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                        or not 0 <= temperature <= 2):
+            raise ValueError(f"model_params.temperature: a number from 0 to 2, not {temperature!r}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 1):
+            raise ValueError(f"model_params.max_tokens: a positive integer, not {max_tokens!r}")
+        return value
+
+    @property
+    def steps_per_turn(self) -> int:
+        return self.max_turns or self.max_steps
+
+    def call_params(self) -> dict[str, Any]:
+        """temperature and max_tokens for each model call: model_params' win over the plain fields."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, **(self.model_params or {})}
 
     @field_validator("api_key", mode="before")
     @classmethod
@@ -287,11 +315,10 @@ class ToolLoopAgent(Agent):
         log.append({"type": "tools", "tools": [{"name": n, "server": s, "tool": t}
                                                for n, (s, t) in tools.routes.items()]})
         system = [Message.system(cfg.system_prompt)] if cfg.system_prompt else []
-        for step in range(cfg.max_steps):
+        for step in range(cfg.steps_per_turn):
             try:
                 reply = await provider.complete(system + history + turn, tools=tools.specs or None,
-                                                model=cfg.model, temperature=cfg.temperature,
-                                                max_tokens=cfg.max_tokens, response_format=schema)
+                                                model=cfg.model, response_format=schema, **cfg.call_params())
             except ModelError as exc:
                 log.append({"type": "model_call", "step": step, "model": cfg.model, "api": cfg.api,
                             "error": exc.message, "error_kind": exc.kind, "status": exc.status,
@@ -321,7 +348,7 @@ class ToolLoopAgent(Agent):
             if schema:
                 value, problem = _structured(text, schema)
                 if problem is not None:
-                    if not repaired and step + 1 < cfg.max_steps:
+                    if not repaired and step + 1 < cfg.steps_per_turn:
                         repaired = True
                         log.append({"type": "output_format_retry", "problem": problem})
                         turn.append(Message.user(f"Your answer does not follow the required JSON schema: "
@@ -339,7 +366,7 @@ class ToolLoopAgent(Agent):
                                 provider_details={"model_calls": usage["calls"], "model": cfg.model,
                                                   "api": cfg.api}))
             return builder.build()
-        raise _Fail("tool_loop.max_steps", f"the model was still calling tools after max_steps={cfg.max_steps} "
+        raise _Fail("tool_loop.max_steps", f"the model was still calling tools after max_steps={cfg.steps_per_turn} "
                                            f"model calls ({tool_calls} tool calls); raise max_steps or simplify "
                                            "the task")
 

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 ROLE_HEADER = "AgentEnv-Role"
 TRAJECTORY_INLINE_EVENTS = 2000  # more stays in the object store only
+# model_params keys the agent sets itself (the reference's reserved litellm arguments)
+MODEL_PARAMS_RESERVED = frozenset({"model", "messages", "api_key", "api_base", "user", "metadata", "timeout",
+                                   "response_format"})
 _HOSTED: dict[str, Any] = {}  # instance id -> HostedAgent, for the teardown of agents this process started
 
 
@@ -99,6 +102,40 @@ class DeployAgentStep(Step):
     ttl_seconds: int = Field(default=7200, ge=60, le=1_209_600)
     ready_timeout_seconds: float = Field(default=60, gt=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    env_step_id: str | None = None
+    disk_size_gb: float | None = None
+    litellm_base_url: str | None = None
+    cpu: float | None = None
+    memory_mb: int | None = None
+    agent_snapshot_files_artifact_id: str | None = None
+    agent_snapshot_files_artifact_version: int | None = None
+    agent_snapshot_target_context_id: str | None = None
+    network_policy: dict[str, Any] | None = None
+    enable_agent_changelog: bool = False
+    agent_changelog_toolcall_position_exclusive: int | None = None
+    agent_changelog_object_url: str | None = None
+    sandbox_name: str | None = None
+    enable_docker: bool = False
+
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "env_step_id": "not implemented locally yet: name the env in env_ids",
+        "disk_size_gb": "the reference's VM disk; a local agent runs in-hub, as a process or a container "
+                        "without a disk quota",
+        "litellm_base_url": "the reference's model proxy; a local agent's endpoint is the [model] config "
+                            "(or the agent's config base_url)",
+        "cpu": "the reference's VM size; local agents get no CPU limit",
+        "memory_mb": "the reference's VM size; local agents get no memory limit",
+        "agent_snapshot_files_artifact_id": "restoring an agent's files from a snapshot is not done locally yet",
+        "agent_snapshot_files_artifact_version": "restoring an agent's files from a snapshot is not done locally yet",
+        "agent_snapshot_target_context_id": "restoring an agent's files from a snapshot is not done locally yet",
+        "network_policy": "the reference's VM network policy; local agents use the machine's network",
+        "enable_agent_changelog": "the reference's cloud changelog of an agent's files",
+        "agent_changelog_toolcall_position_exclusive": "the reference's cloud changelog of an agent's files",
+        "agent_changelog_object_url": "the reference's cloud changelog of an agent's files",
+        "sandbox_name": "installing an agent into an existing sandbox is not done locally yet",
+        "enable_docker": "Docker inside the reference's agent VM; a local container agent has none",
+    }
 
     def config_problems(self) -> list[str]:
         problems = []
@@ -338,6 +375,34 @@ class PromptAgentStep(Step):
     user_agent_name: str | None = None
     user_agent_timeout_seconds: float = Field(default=600, gt=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Sent to the agent's config (agent-config/v1) when its card says it takes them, as the reference does:
+    max_turns: int | None = Field(default=None, ge=1)  # the tool-loop agent: model calls per turn
+    model_params: dict[str, Any] | None = None  # the tool-loop agent: temperature, max_tokens
+    # Sent to the user simulator's config:
+    user_model: str | None = None
+    user_output_format: dict[str, Any] | None = None  # a JSON schema the simulator's replies follow
+    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    trajectory_output_prefix: str | None = None
+    max_thinking_tokens: int | None = None
+    effort: str | None = None
+    harness: str | None = None
+    agentenv_tools: list[str] | None = None
+    user_a2a_url: str | None = None
+    snapshot_config: dict[str, Any] | None = None
+    live_trajectory: bool = False
+
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "trajectory_output_prefix": "the reference's object-store prefix; trajectories are stored under "
+                                    "runs/<run_id>/trajectories/",
+        "max_thinking_tokens": "a reasoning budget of the reference's harnesses; local agents take none",
+        "effort": "a reasoning effort of the reference's harnesses; local agents take none",
+        "harness": "the reference's agent harness (claude code, ...); a local agent is what deploy_agent deployed",
+        "agentenv_tools": "the reference's built-in harness tools; local agents get the envs' MCP tools",
+        "user_a2a_url": "not implemented locally yet: deploy the person's endpoint with deploy_human_agent "
+                        "and name it in user_agent_name",
+        "snapshot_config": "periodic agent snapshots are not taken locally yet; use snapshot_agent_state",
+        "live_trajectory": "the reference's live trajectory follower; `agentenv runs` shows the trajectory",
+    }
 
     @model_validator(mode="after")
     def _prompt_or_parts(self) -> "PromptAgentStep":
@@ -346,10 +411,17 @@ class PromptAgentStep(Step):
         return self
 
     def config_problems(self) -> list[str]:
+        problems = []
         if self.max_conversation_turns > 1 and not self.user_agent_name:
-            return ["user_agent_name: a conversation of more than one turn needs a user simulator (an agent "
-                    "deployed with deploy_agent, e.g. a scripted one) or a human agent"]
-        return []
+            problems.append("user_agent_name: a conversation of more than one turn needs a user simulator (an agent "
+                            "deployed with deploy_agent, e.g. a scripted one) or a human agent")
+        reserved = sorted(set(self.model_params or {}) & MODEL_PARAMS_RESERVED)
+        if reserved:
+            problems.append(f"model_params: may not set {', '.join(reserved)} (the agent sets these itself)")
+        if (self.user_model or self.user_output_format) and not self.user_agent_name:
+            problems.append("user_model, user_output_format: configure the user simulator, so they need "
+                            "user_agent_name")
+        return problems
 
     async def execute(self, ctx: "StepContext") -> None:
         from agentenv_local.agents.client import A2AClient
@@ -362,8 +434,11 @@ class PromptAgentStep(Step):
         turns: list[dict[str, Any]] = []
         async with A2AClient(agent["a2a_url"], timeout=min(self.timeout_seconds, 60)) as client:
             config = {k: v for k, v in (("system_prompt", self.system_prompt), ("model", self.model),
-                                        ("output_format", self.output_format)) if v is not None}
-            await set_agent_config(client, await client.card(), config)
+                                        ("output_format", self.output_format), ("max_turns", self.max_turns),
+                                        ("model_params", self.model_params)) if v is not None}
+            self._note_unsent(ctx, self.agent_name, config, await set_agent_config(client, await client.card(), config))
+            if user is not None:
+                await self._configure_user(ctx, user)
             message: Any = self.parts if self.parts else self.prompt
             task = None
             for turn in range(self.max_conversation_turns):
@@ -413,6 +488,29 @@ class PromptAgentStep(Step):
             detail = (error or {}).get("error_message") or task.text or "no message"
             raise StepError(f"step {self.id!r}: agent {self.agent_name!r} ended in state {task.state!r}: {detail}")
         ctx.log(f"agent {self.agent_name!r} answered {prompt_id!r} in {len(turns)} turn(s)")
+
+    async def _configure_user(self, ctx: "StepContext", user: dict) -> None:
+        """The user simulator's model and reply format (the reference's user_model, user_output_format)."""
+        from agentenv_local.agents.client import A2AClient
+
+        config = {k: v for k, v in (("model", self.user_model), ("output_format", self.user_output_format))
+                  if v is not None}
+        if not config:
+            return
+        async with A2AClient(user["a2a_url"], timeout=60) as client:
+            try:
+                sent = await set_agent_config(client, await client.card(), config)
+            except AgentenvError as exc:
+                raise StepError(f"step {self.id!r}: configuring the user simulator {user['agent_name']!r} failed: "
+                                f"{exc.message}", hint=exc.hint) from exc
+        self._note_unsent(ctx, user["agent_name"], config, sent)
+
+    def _note_unsent(self, ctx: "StepContext", agent_name: str, wanted: dict, sent: dict) -> None:
+        """Say which config fields an agent's card does not take (they are not sent, as in the reference)."""
+        unsent = [k for k in wanted if k not in sent]
+        if unsent:
+            ctx.log(f"step {self.id!r}: agent {agent_name!r} does not take {', '.join(unsent)} in its config "
+                    "(agent-config/v1); not sent", level="warning")
 
     def _context_id(self, ctx: "StepContext") -> str | None:
         if not self.context_id:

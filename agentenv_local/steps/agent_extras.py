@@ -138,8 +138,16 @@ class AddSkillsStep(Step):
 
     type: ClassVar[str] = "add_skills"
 
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "cli_artifact_ids": "installing CLI artifacts as an agent's skills is not done locally; list skills instead",
+        "file_artifact_universe_ids": "installing file universes as an agent's skills is not done locally; "
+                                      "use load_artifact with agent_name",
+    }
+
     agent_name: str = Field(default="default-agent", min_length=1)
     skills: list[str | dict[str, Any]] = Field(min_length=1)
+    cli_artifact_ids: list[str] | None = None
+    file_artifact_universe_ids: list[str] | None = None
 
     def config_problems(self) -> list[str]:
         return [p for i, s in enumerate(self.skills) for p in skill_entry_problems(s, f"skills[{i}]")]

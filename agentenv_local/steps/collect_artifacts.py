@@ -114,6 +114,7 @@ class CollectArtifactsStep(Step):
     manifest_step_id: str | None = None
     exclude_basenames: list[str] = Field(default_factory=list)
     artifact_id: str | None = None  # None: <run_id>__<step_id>-artifacts
+    universe_id_suffix: str | None = None  # appended to the artifact id (the reference's: one per seed)
     allow_missing: bool = False
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, gt=0)
 
@@ -144,7 +145,7 @@ class CollectArtifactsStep(Step):
         return problems
 
     def bundle_id(self, ctx: StepContext) -> str:
-        return self.artifact_id or f"{ctx.run_id}__{self.id}-artifacts"
+        return (self.artifact_id or f"{ctx.run_id}__{self.id}-artifacts") + (self.universe_id_suffix or "")
 
     async def execute(self, ctx: StepContext) -> None:
         problems = self.config_problems()

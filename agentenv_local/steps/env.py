@@ -31,7 +31,12 @@ class DeployEnvStep(Step):
     env_id: str = Field(min_length=1)
     env_version: int | None = Field(default=None, ge=1)
     ttl_seconds: int = Field(default=7200, ge=60)
-    disk_size_gb: int = Field(default=10, gt=0)
+    disk_size_gb: float = Field(default=10, gt=0)  # a float, as the reference's
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "disk_size_gb": "the reference's VM disk; a local env's processes and containers get no disk quota",
+        "env_state_type": "the reference's external env state store; a local env keeps its own state",
+        "env_state_instance_id": "the reference's external env state store; a local env keeps its own state",
+    }
     gateway_mode: Literal["performance", "consistent"] | None = None
     cpu: float | None = Field(default=None, gt=0)
     memory_mb: int | None = Field(default=None, gt=0)
@@ -44,9 +49,6 @@ class DeployEnvStep(Step):
 
     def config_problems(self) -> list[str]:
         problems = []
-        if self.env_state_type or self.env_state_instance_id:
-            problems.append("env_state_type / env_state_instance_id: external env state stores are not "
-                            "supported yet (envs keep their own state); remove them")
         if self.artifact_version is not None and not self.artifact_id:
             problems.append("artifact_version: give artifact_id too")
         return problems

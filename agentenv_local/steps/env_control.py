@@ -495,6 +495,20 @@ class SnapshotEnvStep(EnvStep):
     include_env_trajectory: bool = False
     include_env_changes: bool = False
     export_timeout_seconds: float = Field(default=600, gt=0)
+    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    env_instance_id: str | None = None
+    env_step_id: str | None = None
+    gateway_url: str | None = None
+    original_universe_artifact_id: str | None = None
+
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "env_instance_id": "the reference snapshots an instance outside the run; a local run snapshots its "
+                           "deployment of env_id",
+        "env_step_id": "not implemented locally yet: a run snapshots its one deployment of env_id",
+        "gateway_url": "the reference snapshots a gateway outside the run; a local run snapshots its deployment "
+                       "of env_id",
+        "original_universe_artifact_id": "the reference's provenance link to the universe an env was seeded from",
+    }
 
     def artifact_id(self, ctx: StepContext) -> str:
         return self.snapshot_id or f"{ctx.run_id}__{self.id}-env-snapshot"

@@ -20,7 +20,8 @@ from agentenv_local import typed_artifacts as typed
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from . import join_path, not_yet, resolve_sandbox_name
+from . import join_path, not_yet, resolve_sandbox_name, url_loads
+from .url_loads import url_problems
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
@@ -57,6 +58,17 @@ class LoadArtifactStep(Step):
     reset_first: bool = False  # with env_id: data/reset the target services before loading
     timeout_seconds: float = Field(default=600, gt=0)  # with env_id: per data-plane call
     agent_name: str | None = None
+    urls: list[str | dict[str, str]] | None = None  # files fetched into the sandbox (steps/url_loads.py)
+    artifact_from_step_id: str | None = None  # what an earlier collect_artifacts or snapshot_env step stored
+    container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name
+    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    env_step_id: str | None = None
+    snapshot_after_load: bool | None = None
+
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "env_step_id": "not implemented locally yet: a run loads into the one deployment of env_id",
+        "snapshot_after_load": "the reference snapshots its cloud VM after a load; local sandboxes are not snapshotted",
+    }
 
     @field_validator("artifacts", mode="before")
     @classmethod
@@ -86,9 +98,23 @@ class LoadArtifactStep(Step):
             return [ArtifactRef(id=self.artifact_id, version=self.artifact_version)]
         return list(self.artifacts or [])
 
-    def collected_refs(self, ctx: "StepContext") -> list[ArtifactRef]:
+    def step_refs(self, ctx: "StepContext") -> list[ArtifactRef]:
+        """The artifact `artifact_from_step_id` names: what a collect_artifacts or snapshot_env step stored (none
+        when it found nothing), as the reference's."""
+        step_id = self.artifact_from_step_id
+        collected = (ctx.metadata.get("collected_artifacts") or {}).get(step_id)
+        if collected is not None:
+            return self.collected_refs(ctx, step_id)
+        snapshot = (ctx.metadata.get("env_snapshotted_universes") or {}).get(step_id)
+        if isinstance(snapshot, dict) and snapshot.get("id"):
+            return [ArtifactRef(id=snapshot["id"], version=snapshot.get("version"))]
+        raise StepError(f"step {self.id!r}: step {step_id!r} recorded no artifact in this run",
+                        hint=f"name a collect_artifacts or snapshot_env step that ran, and list {step_id!r} in "
+                             "depends_on")
+
+    def collected_refs(self, ctx: "StepContext", step_id: str | None = None) -> list[ArtifactRef]:
         """The artifact a collect_artifacts step stored (none when it found no files)."""
-        step_id = self.collected_artifacts_step_id
+        step_id = step_id or self.collected_artifacts_step_id
         collected = ctx.metadata.get("collected_artifacts", {})
         entry = collected.get(step_id)
         if not isinstance(entry, dict):
@@ -103,7 +129,19 @@ class LoadArtifactStep(Step):
 
     def config_problems(self) -> list[str]:
         problems = []
-        if self.collected_artifacts_step_id is not None:
+        if self.artifact_from_step_id is not None:
+            given = [f for f in ("artifact_id", "artifacts", "urls", "collected_artifacts_step_id")
+                     if getattr(self, f) is not None]
+            if given:
+                problems.append(f"artifact_from_step_id, {', '.join(given)}: give one source, not both")
+            if not self.artifact_from_step_id:
+                problems.append("artifact_from_step_id: must not be empty")
+        elif self.urls is not None and self.artifact_id is None and self.artifacts is None:
+            if self.collected_artifacts_step_id is not None:
+                problems.append("collected_artifacts_step_id, urls: give one source, not both")
+            if not self.urls:
+                problems.append("urls: the list is empty")
+        elif self.collected_artifacts_step_id is not None:
             given = [f for f in ("artifact_id", "artifacts") if getattr(self, f) is not None]
             if given:
                 problems.append(f"collected_artifacts_step_id, {', '.join(given)}: give one source, not both")
@@ -120,6 +158,12 @@ class LoadArtifactStep(Step):
         targets = [f for f in ("sandbox_name", "env_id", "agent_name") if getattr(self, f)]
         if len(targets) > 1:
             problems.append(f"{', '.join(targets)}: load into one target per step")
+        if self.container_name and self.sandbox_name and self.container_name != self.sandbox_name:
+            problems.append("sandbox_name, container_name: they name the same sandbox here; give one")
+        if self.urls:
+            problems += url_problems(self.urls)
+            if self.env_id:
+                problems.append("urls, env_id: urls load into a sandbox, not an env")
         if not self.destination_path:
             problems.append("destination_path: must not be empty")
         if (self.environment_name or self.reset_first) and not self.env_id:
@@ -129,14 +173,14 @@ class LoadArtifactStep(Step):
     async def execute(self, ctx: "StepContext") -> None:
         if self.agent_name:
             raise not_yet(ctx, "loading into an agent (agent_name)", "agents")
-        if self.collected_artifacts_step_id:
-            refs = self.collected_refs(ctx)
+        if self.artifact_from_step_id or self.collected_artifacts_step_id:
+            refs = self.step_refs(ctx) if self.artifact_from_step_id else self.collected_refs(ctx)
             if not refs:
                 return
         else:
             refs = self.refs()
-        if not refs:
-            raise StepError(f"step {self.id!r}: nothing to load", hint="set artifact_id or artifacts")
+        if not refs and not self.urls:
+            raise StepError(f"step {self.id!r}: nothing to load", hint="set artifact_id, artifacts or urls")
         # Resolve every artifact first, so a missing one fails the step before anything is written.
         loads = []
         for ref in refs:
@@ -156,7 +200,8 @@ class LoadArtifactStep(Step):
 
             await load_into_env(self, ctx, loads)
             return
-        name = resolve_sandbox_name(ctx, self.sandbox_name)
+        name = resolve_sandbox_name(ctx, self.sandbox_name or self.container_name)
+        fetched = await self._fetch_urls()  # every URL read before anything is written
         sandbox = await ctx.sandbox(name)
         for doc, kind, files in loads:
             for rel, data in sorted(files.items()):
@@ -170,3 +215,23 @@ class LoadArtifactStep(Step):
                 "destination_path": self.destination_path, "files": sorted(files),
             })
             ctx.log(f"loaded {len(files)} file(s) of {doc['id']} v{doc['version']} into {name}:{self.destination_path}")
+        for url, filename, data in fetched:
+            try:
+                await sandbox.write_file(join_path(self.destination_path, filename), data)
+            except AgentenvError as exc:
+                raise StepError(f"step {self.id!r}: cannot write {filename!r} (from {url}) into sandbox {name!r}: "
+                                f"{exc.message}", hint=exc.hint) from exc
+            ctx.metadata.setdefault("loaded_urls", []).append({
+                "url": url, "filename": filename, "bytes": len(data), "sandbox_name": name,
+                "destination_path": self.destination_path, "step_id": self.id})
+            ctx.log(f"loaded {url} into {name}:{join_path(self.destination_path, filename)} ({len(data)} bytes)")
+
+    async def _fetch_urls(self) -> list[tuple[str, str, bytes]]:
+        """(url, file name, bytes) for each of `urls`."""
+        out = []
+        try:
+            for url, filename in url_loads.downloads(self.urls or []):
+                out.append((url, filename, await url_loads.fetch(url, self.timeout_seconds)))
+        except url_loads.UrlLoadError as exc:
+            raise StepError(f"step {self.id!r}: urls: {exc.message}", hint=exc.hint) from None
+        return out

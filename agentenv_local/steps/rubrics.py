@@ -32,6 +32,8 @@ from agentenv_local.errors import AgentenvError, ConfigError, StepError
 from agentenv_local.tasks.scoring import ScoreAggregator
 from agentenv_local.tasks.step import Step
 
+from .trajectory_filter import TrajectoryFilter
+
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
 
@@ -56,11 +58,23 @@ class _Unusable(Exception):
 
 class RubricsVerifierStep(Step):
     type: ClassVar[str] = "rubrics_verifier"
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "default_model_api_base": "the judge's endpoint is the `judge` role of [model] (docs/models.md)",
+        "max_thinking_tokens": "a litellm reasoning budget; the local model providers take no such parameter",
+        "effort": "a litellm reasoning effort; the local model providers take no such parameter",
+        "judge_a2a_agent_id": "the reference deploys a judge agent from the catalog; locally deploy one with "
+                              "deploy_agent and name it in judge_agent_name",
+        "judge_sandbox_type": "where the reference deploys its judge agent; locally see judge_agent_name",
+        "run_context_for_judge": "the reference's run-context parts come from its cloud run record",
+        "judge_batch_size": "locally every criterion is judged in one call",
+        "judge_batch_concurrency": "locally every criterion is judged in one call",
+    }
 
     criteria: list[dict[str, Any]]
     prompt_id: str | None = None           # None: the run's latest response
     agent_name: str | None = None          # only responses of this agent
-    output_format: Literal["rubric_binary", "rubric_partial"] = "rubric_binary"
+    output_format: Literal["rubric_binary", "rubric_partial", "trajectory_mistakes", "rubric_evidence",
+                           "rubric_evidence_with_mistakes"] = "rubric_binary"
     score_aggregator: ScoreAggregator = "weighted_average"
     verifier_id: str | None = None         # None: the step id
     use_agent_judge: bool = False
@@ -69,9 +83,20 @@ class RubricsVerifierStep(Step):
     use_trajectory: bool = True
     trajectory_max_chars: int = Field(default=50_000, ge=0)
     grading_policy_prompt: str | None = None
-    context_facts_for_judge: str | list[str] | None = None
+    context_facts_for_judge: str | list[str] | dict[str, str] | None = None  # a dict: the reference's {name: fact}
     judge_timeout_seconds: float = Field(default=300, gt=0)
     pass_threshold: float = Field(default=0.5, ge=0, le=1)  # rubric_partial: a score at or above it passes
+    trajectory_filter: TrajectoryFilter | None = None  # what of the trajectory the judge sees
+    grade_up_to_turn: int | None = Field(default=None, ge=1)  # grade a conversation as of this (1-based) turn
+    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    default_model_api_base: str | None = None
+    max_thinking_tokens: int | None = None
+    effort: str | None = None
+    judge_a2a_agent_id: str | None = None
+    judge_sandbox_type: str | None = None
+    run_context_for_judge: list[str] | None = None
+    judge_batch_size: int | None = Field(default=None, ge=1)
+    judge_batch_concurrency: int | None = Field(default=None, ge=1)
 
     # -- checks ---------------------------------------------------------------------------------------
 
@@ -132,9 +157,16 @@ class RubricsVerifierStep(Step):
             raise StepError("; ".join(problems),
                             hint="e.g. [model] base_url = \"http://127.0.0.1:11434/v1\" and [model.roles] judge = "
                                  "\"qwen3:32b\"; see docs/models.md")
+        if self.output_format not in ("rubric_binary", "rubric_partial"):
+            raise StepError(f"step {self.id!r}: output_format {self.output_format!r} (the reference's evidence and "
+                            "trajectory-mistakes judges) is accepted but not implemented locally yet",
+                            hint="use output_format rubric_binary or rubric_partial")
+        note = self.trajectory_filter.screenshot_note() if self.trajectory_filter else None
+        if note:
+            ctx.log(f"step {self.id!r}: {note}", level="note")
         response = self._response(ctx)
         criteria = self._criteria()
-        evidence = self._evidence(response)
+        evidence = self._evidence(self._as_of_turn(response))
         attempts: list[dict[str, Any]] = []
         verdicts: dict[str, dict[str, Any]] = {}
         problem: str | None = None
@@ -205,16 +237,38 @@ class RubricsVerifierStep(Step):
             evidence["conversation"] = turns
         if self.use_trajectory:
             events = response.get("trajectory")
+            if isinstance(events, list) and self.trajectory_filter is not None:
+                events = self.trajectory_filter.apply(events)
             if isinstance(events, list) and events:
                 evidence["trajectory"], omitted = truncate_events(events, self.trajectory_max_chars)
                 if omitted:
                     evidence["trajectory_events_omitted"] = omitted
         return evidence
 
+    def _as_of_turn(self, response: dict[str, Any]) -> dict[str, Any]:
+        """The response cut after turn `grade_up_to_turn` (as the reference's): that turn's reply, the turns so
+        far, the trajectory up to the next turn's start; the response itself when there is nothing to cut."""
+        turn = self.grade_up_to_turn
+        turns = response.get("turns")
+        if turn is None or not isinstance(turns, list) or turn >= len(turns):
+            return response
+        if not self.use_trajectory:
+            raise StepError(f"step {self.id!r}: grade_up_to_turn={turn} needs use_trajectory: true (turn "
+                            f"{turn}'s work is only in the trajectory)", hint="drop use_trajectory: false")
+        cut = {**response, "turns": turns[:turn], "response": turns[turn - 1].get("response"),
+               "structured_output": None, "error_message": None}
+        events = response.get("trajectory")
+        if isinstance(events, list):
+            starts = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("type") == "turn"]
+            cut["trajectory"] = events[:starts[turn]] if len(starts) > turn else events
+        return cut
+
     def _facts(self) -> list[str]:
         facts = self.context_facts_for_judge
         if facts is None:
             return []
+        if isinstance(facts, dict):
+            return [f"{name}: {fact}" for name, fact in facts.items()]
         return [facts] if isinstance(facts, str) else [str(f) for f in facts]
 
     def _instructions(self, criteria: list[dict[str, Any]], problem: str | None) -> str:

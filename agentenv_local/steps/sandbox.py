@@ -57,7 +57,12 @@ class DeploySandboxStep(Step):
     image: str | None = None
     cpu: float = Field(default=1.0, gt=0)
     memory_mb: int = Field(default=8192, gt=0)
-    disk_size_gb: int = Field(default=10, gt=0)
+    disk_size_gb: float = Field(default=10, gt=0)  # a float, as the reference's
+    cloud_only_fields: ClassVar[dict[str, str]] = {
+        "disk_size_gb": "the reference's VM disk; local sandboxes get no disk quota",
+        "boot_mode": "how the reference boots its cloud VMs; a local sandbox starts as its provider does",
+        "port": "the port of the reference's booted VM service (boot_mode); expose ports with exposed_ports",
+    }
     ttl_seconds: int = Field(default=7200, ge=60, le=1_209_600)
     exposed_ports: list[int] = Field(default_factory=list)
     boot_mode: str | None = None

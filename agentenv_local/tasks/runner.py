@@ -279,6 +279,8 @@ class Runner:
             active.executed.append(step.id)
             error: str | None = None
             detail: str | None = None
+            for note in step.cloud_only_notes():  # a reference field set here that means nothing locally
+                ctx.log(note, level="note")
             try:
                 await step.execute(ctx)
             except asyncio.CancelledError:

@@ -1,7 +1,9 @@
 """The base every task step derives from, built-in or plugin.
 
 A step is a pydantic model: its fields are the step's JSON keys (unknown keys are an error, so a
-typo is caught before anything runs). Subclasses set `type` and implement `execute`.
+typo is caught before anything runs). Subclasses set `type` and implement `execute`. Every field the
+reference's step of the same type takes is a field here too; the ones that only mean something in the
+cloud are listed in `cloud_only_fields`, and a run notes each one a task sets (`cloud_only_notes`).
 
     class Greet(Step):
         type: ClassVar[str] = "greet"
@@ -41,6 +43,9 @@ class Step(BaseModel):
     # True for steps that only read and record (verifiers, judges, snapshots): a resume keeps their
     # recorded result even when something they looked at has to be deployed again (tasks/resume.py).
     records_only: ClassVar[bool] = False
+    # The reference's fields that have no local meaning (field -> why): accepted so a reference task
+    # validates, and never silently ignored: the runner logs one line for each one a task sets.
+    cloud_only_fields: ClassVar[dict[str, str]] = {}
 
     id: str = Field(min_length=1)
     version: int | None = None
@@ -55,6 +60,11 @@ class Step(BaseModel):
         if isinstance(value, list):
             return [v.get("task_step_id") if isinstance(v, dict) else v for v in value]
         return value
+
+    def cloud_only_notes(self) -> list[str]:
+        """One line per cloud-only field this step's JSON sets (see `cloud_only_fields`)."""
+        return [f"step {self.id!r}: field {name!r} is accepted but has no local meaning: {why}"
+                for name, why in self.cloud_only_fields.items() if name in self.model_fields_set]
 
     def config_problems(self) -> list[str]:
         """Pure checks of the step's own fields beyond their types (no store, no I/O)."""

@@ -1,0 +1,255 @@
+"""The reference's step fields that mean something locally, in real runs (issue 14 item 4): load_artifact's urls
+(file://, a local path, http from loopback; anything else refused) and artifact_from_step_id into a process
+sandbox; rubrics_verifier's grade_up_to_turn, trajectory_filter and dict facts against a FakeModelServer judge;
+prompt_agent's max_turns, model_params, user_model and user_output_format reaching tool-loop agents whose model
+is a FakeModelServer, through the real runner; and the one-line note a cloud-only field leaves in the run log.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+from kits.hub import InProcessHub
+
+from agentenv_local.errors import StepError
+from agentenv_local.testing.fake_models import FakeModelServer, Reply
+
+KEY = "sk-fields-0123456789"
+
+
+# --- load_artifact: urls, artifact_from_step_id ----------------------------------------------------------------
+
+@pytest.fixture
+def loopback() -> Iterator[str]:
+    """An http server on 127.0.0.1 answering /data.bin, and a redirect to a host that is not loopback."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path == "/data.bin":
+                body = b"\x00served\xff"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_response(302)
+                self.send_header("Location", "http://192.0.2.1/elsewhere")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_urls_load_local_files_and_loopback_http_into_the_sandbox(deployed, tmp_path, loopback):
+    (tmp_path / "notes.txt").write_text("by file url")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("by path")
+    deployed.execute(deployed.step({"id": "load", "type": "load_artifact", "destination_path": "/app/in", "urls": [
+        (tmp_path / "notes.txt").as_uri(), str(tmp_path / "other" / "notes.txt"),
+        {"url": f"{loopback}/data.bin", "filename": "served.bin"}]}))
+    root = deployed.sandbox().root / "in"
+    assert (root / "notes.txt").read_text() == "by file url"
+    assert (root / "notes-1.txt").read_text() == "by path"  # the reference's rule for a repeated name
+    assert (root / "served.bin").read_bytes() == b"\x00served\xff"
+    loaded = deployed.metadata["loaded_urls"]
+    assert [(e["filename"], e["bytes"]) for e in loaded] == [("notes.txt", 11), ("notes-1.txt", 7), ("served.bin", 8)]
+
+
+@pytest.mark.parametrize("url, message", [
+    ("https://example.com/data.csv", "not on this machine"),
+    ("ftp://127.0.0.1/x", "not ftp://"),
+    ("/no/such/file.txt", "cannot read"),
+])
+def test_a_url_a_local_run_cannot_load_fails_before_anything_is_written(deployed, tmp_path, url, message):
+    (tmp_path / "good.txt").write_text("good")
+    step = deployed.step({"id": "load", "type": "load_artifact", "urls": [(tmp_path / "good.txt").as_uri(), url]})
+    with pytest.raises(StepError, match=message):
+        deployed.execute(step)
+    assert not (deployed.sandbox().root / "good.txt").exists()
+    assert "loaded_urls" not in deployed.metadata
+
+
+def test_a_redirect_and_a_symlink_are_not_followed(deployed, tmp_path, loopback):
+    with pytest.raises(StepError, match="answered 302"):
+        deployed.execute(deployed.step({"id": "l1", "type": "load_artifact", "urls": [f"{loopback}/moved"]}))
+    (tmp_path / "real.txt").write_text("real")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    with pytest.raises(StepError, match="symlink is not followed"):
+        deployed.execute(deployed.step({"id": "l2", "type": "load_artifact", "urls": [str(tmp_path / "link.txt")]}))
+
+
+def test_artifact_from_step_id_loads_what_collect_artifacts_stored(deployed, tmp_path):
+    (tmp_path / "report.md").write_text("# found")
+    deployed.execute(deployed.step({"id": "put", "type": "load_artifact", "destination_path": "/app/artifact",
+                                    "urls": [str(tmp_path / "report.md")]}))
+    deployed.execute(deployed.step({"id": "collect", "type": "collect_artifacts", "universe_id_suffix": "-seed1"}))
+    assert deployed.metadata["collected_artifacts"]["collect"]["id"] == "run-0001__collect-artifacts-seed1"
+    deployed.execute(deployed.step({"id": "back", "type": "load_artifact", "artifact_from_step_id": "collect",
+                                    "destination_path": "/app/again"}))
+    assert (deployed.sandbox().root / "again" / "report.md").read_text() == "# found"
+    with pytest.raises(StepError, match="step 'nope' recorded no artifact"):
+        deployed.execute(deployed.step({"id": "bad", "type": "load_artifact", "artifact_from_step_id": "nope"}))
+
+
+# --- rubrics_verifier: grade_up_to_turn, trajectory_filter, facts, output formats -----------------------------
+
+TURNS_TRAJECTORY = [
+    {"type": "turn", "input": "first"},
+    {"type": "tool_call", "tool": "lookup", "args": {"q": "a"}, "result": "SECRET-RESULT-A", "thinking": "hmm"},
+    {"type": "final", "text": "turn one answer"},
+    {"type": "turn", "input": "second"},
+    {"type": "tool_call", "tool": "later_tool", "args": {}, "result": "later"},
+    {"type": "final", "text": "turn two answer"},
+]
+
+
+@pytest.fixture
+def conversation(run):
+    run.state["prompt_responses"].append({
+        "prompt_id": "chat", "response": "turn two answer", "structured_output": {"x": 1}, "agent_name": "solver",
+        "step_id": "ask", "trajectory": TURNS_TRAJECTORY, "error_message": None,
+        "turns": [{"turn": 0, "prompt": "first", "response": "turn one answer"},
+                  {"turn": 1, "prompt": "second", "response": "turn two answer"}]})
+    return run
+
+
+def _judge(run, srv: FakeModelServer) -> None:
+    run.services.config.values["model"] = {"base_url": srv.base_url, "api_key": KEY, "default": "m",
+                                           "roles": {"judge": "judge-m"}, "max_retries": 0}
+
+
+def _evidence(request) -> dict:
+    return json.loads(request.last_user_text.split("The evidence (JSON):\n", 1)[1])
+
+
+def test_grade_up_to_turn_and_trajectory_filter_shape_what_the_judge_sees(conversation):
+    verdict = {"criteria": [{"id": "c", "passed": True, "justification": "ok"}]}
+    with FakeModelServer(api_key=KEY, script=[Reply.structured(verdict)] * 2) as srv:
+        _judge(conversation, srv)
+        conversation.execute(conversation.step({
+            "id": "whole", "type": "rubrics_verifier", "prompt_id": "chat", "criteria": [{"id": "c", "criterion": "x"}],
+            "context_facts_for_judge": {"total": "42"}}))
+        conversation.execute(conversation.step({
+            "id": "cut", "type": "rubrics_verifier", "prompt_id": "chat", "criteria": [{"id": "c", "criterion": "x"}],
+            "grade_up_to_turn": 1, "trajectory_filter": {"include_tool_call_results": False}}))
+        whole, cut = srv.valid_requests()
+    seen = _evidence(whole)
+    assert seen["response"] == "turn two answer" and "later_tool" in json.dumps(seen["trajectory"])
+    assert "SECRET-RESULT-A" in json.dumps(seen) and "hmm" in json.dumps(seen)  # no filter: all of it
+    assert "- total: 42" in whole.last_user_text
+    seen = _evidence(cut)
+    assert seen["response"] == "turn one answer" and "structured_output" not in seen
+    assert [e["type"] for e in seen["trajectory"]] == ["turn", "tool_call", "final"]
+    assert "SECRET-RESULT-A" not in json.dumps(seen) and seen["trajectory"][1]["tool"] == "lookup"
+    assert "hmm" not in json.dumps(seen)  # a filter's include_thinking is off by default
+
+
+def test_trajectory_filter_without_tool_calls_or_responses(conversation):
+    verdict = {"criteria": [{"id": "c", "passed": True, "justification": "ok"}]}
+    with FakeModelServer(api_key=KEY, script=[Reply.structured(verdict)]) as srv:
+        _judge(conversation, srv)
+        conversation.execute(conversation.step({
+            "id": "g", "type": "rubrics_verifier", "prompt_id": "chat", "criteria": [{"id": "c", "criterion": "x"}],
+            "trajectory_filter": {"include_tool_calls": False, "include_response": False, "include_thinking": True,
+                                  "compaction_type": "screenshot"}}))
+        (request,) = srv.valid_requests()
+    assert [e["type"] for e in _evidence(request)["trajectory"]] == ["turn", "turn"]
+    notes = [e["body"]["message"] for e in conversation.store.events.query(run_id=conversation.run_id,
+                                                                            kinds=["step.log"])]
+    assert sum("compaction_type 'screenshot' is accepted but has no local meaning" in n for n in notes) == 1
+
+
+def test_an_output_format_not_implemented_locally_says_so_before_calling_the_judge(conversation):
+    with FakeModelServer(api_key=KEY) as srv:
+        _judge(conversation, srv)
+        with pytest.raises(StepError, match="'trajectory_mistakes'.*not implemented locally") as info:
+            conversation.execute(conversation.step({
+                "id": "g", "type": "rubrics_verifier", "prompt_id": "chat", "output_format": "trajectory_mistakes",
+                "criteria": [{"criterion": "x"}]}))
+        assert not srv.requests
+    assert "rubric_binary" in info.value.hint
+
+
+# --- prompt_agent through the runner: max_turns, model_params, user_model, user_output_format, notes -----------
+
+@pytest.fixture
+def model_hub(tmp_path) -> Iterator[tuple[InProcessHub, FakeModelServer]]:
+    with FakeModelServer(api_key=KEY) as srv:
+        project = tmp_path / "proj"
+        project.mkdir()
+        hub = InProcessHub(project, config_overrides={
+            "model": {"base_url": srv.base_url, "api_key": KEY, "default": "solver-m", "max_retries": 0,
+                      "roles": {"user": "user-role-m"}},
+            "sandbox": {"default": "process"}})
+        try:
+            yield hub, srv
+        finally:
+            hub.close()
+
+
+def _logs(hub: InProcessHub, run_id: str) -> list[str]:
+    return [e["body"]["message"] for e in hub.store.events.query(run_id=run_id, kinds=["step.log"])]
+
+
+def test_model_params_and_max_turns_reach_the_tool_loop_agent(model_hub):
+    hub, srv = model_hub
+    srv.reset([Reply.text("plain answer"), Reply.tool_call("anything", {}), Reply.text("never asked")])
+    run = hub.run([
+        {"id": "agent", "type": "deploy_agent", "agent_name": "solver", "a2a_agent_id": "tool-loop"},
+        {"id": "tuned", "type": "prompt_agent", "agent_name": "solver", "prompt": "hi",
+         "model_params": {"temperature": 0.25, "max_tokens": 77}},
+        {"id": "short", "type": "prompt_agent", "agent_name": "solver", "prompt": "again", "max_turns": 1,
+         "fail_task_on_error": False},
+    ])
+    assert run["steps"]["tuned"]["status"] == "passed", run["steps"]
+    tuned, short = srv.valid_requests()[:2]
+    assert tuned.body["temperature"] == 0.25 and tuned.body["max_tokens"] == 77
+    assert short.body["messages"][-1]["content"] == "again"
+    assert len(srv.valid_requests()) == 2  # max_turns 1: one model call, then the turn fails
+    [failed] = run["context"]["metadata"]["failed_steps"]
+    assert failed["step_id"] == "short" and "max_steps=1" in failed["error"]
+
+
+def test_user_model_and_user_output_format_configure_the_user_simulator(model_hub):
+    hub, srv = model_hub
+    schema = {"type": "object", "properties": {"message": {"type": "string"}, "done": {"type": "boolean"}},
+              "required": ["message", "done"]}
+    srv.reset([Reply.structured({"message": "tell me more", "done": False})])
+    plan = {"turns": [[{"reply": "first answer"}], [{"reply": "second answer"}]]}
+    run = hub.run([
+        {"id": "solver", "type": "deploy_agent", "agent_name": "solver", "a2a_agent_id": "scripted",
+         "config": {"plan": plan}},
+        {"id": "user", "type": "deploy_agent", "agent_name": "user", "a2a_agent_id": "tool-loop", "model_role": "user"},
+        {"id": "chat", "type": "prompt_agent", "agent_name": "solver", "prompt": "start", "max_conversation_turns": 2,
+         "user_agent_name": "user", "user_model": "user-sim-m", "user_output_format": schema},
+    ])
+    (request,) = srv.valid_requests()
+    assert request.model == "user-sim-m"  # not the role's user-role-m
+    assert request.response_schema == schema
+    assert "first answer" in request.last_user_text
+    [response] = run["context"]["prompt_responses"]
+    assert [t["response"] for t in response["turns"]] == ["first answer", "second answer"]
+
+
+def test_a_cloud_only_field_leaves_one_note_in_the_run_log(model_hub):
+    hub, _ = model_hub
+    run = hub.run([{"id": "box", "type": "deploy_sandbox", "sandbox_name": "box", "disk_size_gb": 12.5,
+                    "boot_mode": "fast"},
+                   {"id": "sure", "type": "deploy_sandbox", "sandbox_name": "two"}])
+    logs = _logs(hub, run["run_id"])
+    for field in ("disk_size_gb", "boot_mode"):
+        line = f"step 'box': field {field!r} is accepted but has no local meaning: "
+        assert sum(m.startswith(line) for m in logs) == 1, logs
+    assert not any(m.startswith("step 'sure': field") for m in logs)  # defaults set nothing
