@@ -9,6 +9,7 @@ import click
 from agentenv_local.inputs import shorten
 
 from ._common import echo_json, malformed, session, stored_list, valid_id
+from ._run_flags import model_options, output_dir_option, write_contexts
 
 
 @click.group("eval")
@@ -142,8 +143,10 @@ def list_evals(as_json):
 @click.option("--concurrency", type=click.IntRange(1, 1000), help="Runs at once.")
 @click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
               "[sandbox] default).")
+@model_options(agent_model_alias=True)
+@output_dir_option("each run's")
 @click.option("--json", "as_json", is_flag=True)
-def run_eval(eval_id, version, k, concurrency, sandbox, as_json):
+def run_eval(eval_id, version, k, concurrency, sandbox, agent_model, user_model, judge_model, output_dir, as_json):
     """Run every task of an eval --k times; prints each run's result and the pass rate."""
     import secrets
 
@@ -152,20 +155,23 @@ def run_eval(eval_id, version, k, concurrency, sandbox, as_json):
 
     from ._drive import drive, exit_code
 
+    options = RunOptions(sandbox=sandbox or None, agent_model=agent_model or None, user_model=user_model or None,
+                         judge_model=judge_model or None)
     with session() as s:
         doc = s.store.documents.get("evals", eval_id, version)
         entries = stored_list(doc, "tasks")
         if not entries or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str) for t in entries):
             raise malformed(doc, "eval", "tasks")
         group = f"eval-{secrets.token_hex(4)}"
-        options = RunOptions(sandbox=sandbox or None)
         jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group, options=options)
                 for t in entries for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
                         verbose_steps=False, to_stderr=as_json)
+    written = write_contexts(results, output_dir, to_stderr=as_json) if output_dir is not None else True
     if as_json:
         echo_json(results)
     else:
         passed = sum(1 for r in results if r["status"] == "passed")
         click.echo(f"\neval {eval_id} v{doc['version']}: {passed} of {len(results)} passed")
-    return exit_code(results)
+    code = exit_code(results)
+    return code if code or written else 1

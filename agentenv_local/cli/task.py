@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import echo_json, malformed, session, stored_list, valid_id
+from ._run_flags import model_options, output_dir_option, write_contexts
 
 
 @click.group()
@@ -126,9 +127,23 @@ def validate(file, task_id, version):
 @click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
               "[sandbox] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes (no teardown).")
+@model_options(agent_model_alias=True)
+@click.option("--start-step", type=click.IntRange(min=0), default=0, show_default=True,
+              help="0-based index of the step to start from: the steps before it count as done (their outputs "
+                   "come from --context-json).")
+@click.option("--context-json", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A run's context to start from (a file --output-dir wrote): what the skipped steps deployed "
+                   "and answered.")
+@output_dir_option("each run's")
 @click.option("--json", "as_json", is_flag=True, help="Print the finished runs as JSON.")
-def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):
-    """Run a stored task --k times; exit 0 only if every run passed."""
+def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent_model, user_model, judge_model, start_step,
+             context_json, output_dir, as_json):
+    """Run a stored task --k times; exit 0 only if every run passed.
+
+    With --start-step N the first N steps are not run; the run starts from --context-json (the context a
+    run wrote with --output-dir), as the reference's task run does.
+    """
+    from agentenv_local.errors import ValidationError
     from agentenv_local.hub.launch import Job
     from agentenv_local.tasks.options import RunOptions
     from agentenv_local.tasks.seeds import read_seeds_csv, unused_columns_note
@@ -137,18 +152,40 @@ def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, as_json):
     from .run import _print_summary
 
     rows = read_seeds_csv(seeds) if seeds else [None]
+    context = _starting_context(context_json) if context_json else None
+    if start_step and context is None:
+        click.echo(f"note: --start-step {start_step} without --context-json: the skipped steps' outputs start empty",
+                   err=True)
+    options = RunOptions(sandbox=sandbox or None, keep=keep, agent_model=agent_model or None,
+                         user_model=user_model or None, judge_model=judge_model or None, start_step=start_step,
+                         context=context)
+    if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
+        raise ValidationError(f"--output-dir {output_dir} is not a folder; nothing was run")
     with session() as s:
         doc = s.store.documents.get("tasks", task_id, version)
         if stored_list(doc, "steps") is None:
             raise malformed(doc, "task", "steps")
         if seeds and (note := unused_columns_note(rows, [doc["body"]["steps"]])):
             click.echo(note, err=True)
-        options = RunOptions(sandbox=sandbox or None, keep=keep)
         jobs = [Job(task_id, doc["version"], seed, label=task_id, options=options) for seed in rows for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
                         verbose_steps=len(jobs) == 1, to_stderr=as_json)
+    written = write_contexts(results, output_dir, to_stderr=as_json) if output_dir is not None else True
     if as_json:
         echo_json(results)
     else:
         _print_summary(results)
-    return exit_code(results)
+    code = exit_code(results)
+    return code if code or written else 1
+
+
+def _starting_context(path: Path) -> dict:
+    """--context-json: a JSON object (a context --output-dir wrote, ours or the reference's)."""
+    from agentenv_local.errors import ValidationError
+    from agentenv_local.inputs import read_json_file
+
+    hint = "give a context file written by `agentenv task run --output-dir DIR`"
+    context = read_json_file(path, hint=hint)
+    if not isinstance(context, dict):
+        raise ValidationError(f"{path}: a context is a JSON object, not {type(context).__name__}", hint=hint)
+    return context

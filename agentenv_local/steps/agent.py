@@ -159,7 +159,8 @@ class DeployAgentStep(Step):
         from agentenv_local.models import resolve_endpoint
 
         try:
-            resolve_endpoint(config, self.model_role, model=self.model)
+            resolve_endpoint(config, self.model_role,
+                             model=RunOptions.from_stored(overrides).model_for(self.model_role) or self.model)
         except ConfigError as exc:
             return [f"the tool-loop agent needs a model: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")]
         return []
@@ -281,16 +282,21 @@ class DeployAgentStep(Step):
         if self._needs_model(agent_id):  # the endpoint of the model role, key included (sent to the agent only)
             from agentenv_local.models import resolve_endpoint
 
-            endpoint = resolve_endpoint(ctx.services.config, self.model_role, model=self.model)
+            endpoint = resolve_endpoint(ctx.services.config, self.model_role, model=self._model(ctx))
             config.update(model=endpoint.model, base_url=endpoint.base_url, api=endpoint.api,
                           max_retries=endpoint.max_retries, request_timeout_s=endpoint.timeout_s)
             if endpoint.api_key:
                 config["api_key"] = endpoint.api_key
         for key, value in (("description", self.agent_description), ("role", self.role),
-                           ("system_prompt", self.system_prompt), ("model", self.model)):
+                           ("system_prompt", self.system_prompt), ("model", self._model(ctx))):
             if value is not None:
                 config[key] = value
         return config
+
+    def _model(self, ctx: "StepContext") -> str | None:
+        """The model this agent runs on: the run's model for its role (--model, --user-model, --judge-model)
+        over the step's own `model`."""
+        return ctx.options.model_for(self.model_role) or self.model
 
     async def teardown(self, ctx: "StepContext") -> None:
         for record in ctx.state.get("deployed_agents", []):
@@ -433,7 +439,9 @@ class PromptAgentStep(Step):
         started = time.monotonic()
         turns: list[dict[str, Any]] = []
         async with A2AClient(agent["a2a_url"], timeout=min(self.timeout_seconds, 60)) as client:
-            config = {k: v for k, v in (("system_prompt", self.system_prompt), ("model", self.model),
+            # The run's --model wins over the step's (the reference's agent_model).
+            config = {k: v for k, v in (("system_prompt", self.system_prompt),
+                                        ("model", ctx.options.agent_model or self.model),
                                         ("output_format", self.output_format), ("max_turns", self.max_turns),
                                         ("model_params", self.model_params)) if v is not None}
             self._note_unsent(ctx, self.agent_name, config, await set_agent_config(client, await client.card(), config))
@@ -473,7 +481,7 @@ class PromptAgentStep(Step):
             "structured_output": task.structured_output, "a2a_context_id": context_id,
             "a2a_task_id": task.raw.get("id"), "state": task.state, "turns": turns,
             "tool_call_count": sum(1 for e in trajectory if isinstance(e, dict) and e.get("type") == "tool_call"),
-            "model": self.model, "trajectory": trajectory[:TRAJECTORY_INLINE_EVENTS],
+            "model": ctx.options.agent_model or self.model, "trajectory": trajectory[:TRAJECTORY_INLINE_EVENTS],
             "agent_trajectory_object_key": trajectory_key, "duration_s": round(time.monotonic() - started, 4),
             "error_type": None, "error_code": None, "error_message": None,
         }
@@ -493,7 +501,8 @@ class PromptAgentStep(Step):
         """The user simulator's model and reply format (the reference's user_model, user_output_format)."""
         from agentenv_local.agents.client import A2AClient
 
-        config = {k: v for k, v in (("model", self.user_model), ("output_format", self.user_output_format))
+        config = {k: v for k, v in (("model", ctx.options.user_model or self.user_model),  # --user-model wins
+                                    ("output_format", self.user_output_format))
                   if v is not None}
         if not config:
             return

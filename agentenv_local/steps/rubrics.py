@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from agentenv_local.errors import AgentenvError, ConfigError, StepError
+from agentenv_local.tasks.options import RunOptions
 from agentenv_local.tasks.scoring import ScoreAggregator
 from agentenv_local.tasks.step import Step
 
@@ -126,8 +127,9 @@ class RubricsVerifierStep(Step):
             problems.append("judge_agent_name: use_agent_judge needs the name of a deployed judge agent")
         return problems
 
-    def preflight(self, config: Any) -> list[str]:
+    def preflight(self, config: Any, judge_model: str | None = None) -> list[str]:
         """Problems that need the configuration (no I/O): without an agent judge, the judge model must be set.
+        `judge_model` is the run's --judge-model, which wins over `default_model`.
 
         Call it before the run deploys anything; `execute` calls it again first thing."""
         if self.use_agent_judge:
@@ -135,7 +137,7 @@ class RubricsVerifierStep(Step):
         from agentenv_local.models import resolve_endpoint
 
         try:
-            resolve_endpoint(config, "judge", model=self.default_model)
+            resolve_endpoint(config, "judge", model=judge_model or self.default_model)
         except ConfigError as exc:
             why = (f"step {self.id!r} (rubrics_verifier) needs a judge model: {exc.message} "
                    "(or set use_agent_judge: true and judge_agent_name)")
@@ -144,7 +146,9 @@ class RubricsVerifierStep(Step):
 
     def config_preflight(self, config: Any, overrides: dict | None = None) -> list[str]:
         """The runner's check before a run starts (its messages name the step already)."""
-        return [p.split(": ", 1)[1] if p.startswith(f"step {self.id!r}") else p for p in self.preflight(config)]
+        judge_model = RunOptions.from_stored(overrides).judge_model
+        return [p.split(": ", 1)[1] if p.startswith(f"step {self.id!r}") else p
+                for p in self.preflight(config, judge_model)]
 
     # -- running --------------------------------------------------------------------------------------
 
@@ -152,7 +156,7 @@ class RubricsVerifierStep(Step):
         problems = self.config_problems()
         if problems:
             raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
-        problems = self.preflight(ctx.config)
+        problems = self.preflight(ctx.config, ctx.options.judge_model)
         if problems:
             raise StepError("; ".join(problems),
                             hint="e.g. [model] base_url = \"http://127.0.0.1:11434/v1\" and [model.roles] judge = "
@@ -301,7 +305,7 @@ class RubricsVerifierStep(Step):
         from agentenv_local.models import Message, ModelError, resolve_model
 
         try:
-            provider, model = resolve_model(ctx.config, "judge", model=self.default_model)
+            provider, model = resolve_model(ctx.config, "judge", model=ctx.options.judge_model or self.default_model)
         except (ConfigError, ModelError) as exc:
             raise StepError(f"step {self.id!r}: cannot build the judge model: {exc.message}", hint=exc.hint) from None
         system = SYSTEM_PROMPT + (f"\n\nGrading policy:\n{self.grading_policy_prompt}"

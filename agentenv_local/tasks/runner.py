@@ -94,10 +94,17 @@ class Runner:
         options = options or RunOptions()
         keep, overrides = options.keep, options.overrides()
         task = self.load_task(task_id, version, seed)
+        if options.start_step >= len(task.steps):
+            raise ValidationError(f"--start-step {options.start_step} is past the last step of task {task_id} "
+                                  f"(its {len(task.steps)} steps are 0 to {len(task.steps) - 1}); nothing was started",
+                                  hint="`agentenv task get --id ID` lists the steps in order")
         self._config_preflight(task, task_id, overrides)
         run_id = new_run_id(task_id)
-        state = new_state(seed)
+        state = new_state(seed) if options.context is None else starting_state(options.context, seed, task,
+                                                                               options.start_step)
         state["metadata"].update({"task_id": task_id, "run_group_id": group_id, "user_overrides": overrides})
+        if options.start_step:
+            state["metadata"]["start_step"] = options.start_step
         run = self.store.runs.create({
             "run_id": run_id, "task_id": task_id, "task_version": task.version, "group_id": group_id,
             "status": "queued", "owner": self.owner, "task_name": task_id.rsplit("/", 1)[-1],
@@ -109,8 +116,29 @@ class Runner:
         self.store.events.append("run.queued", {"task_id": task_id, "task_version": task.version,
                                                 "total_steps": len(task.steps)}, run_id=run_id)
         active = ActiveRun(run_id, task, state, options=options)
+        if options.start_step:
+            run = self._skip_to(active, options.start_step)
         self._start(active)
         return run
+
+    def _skip_to(self, active: ActiveRun, start_step: int) -> dict:
+        """--start-step: the steps before it count as done (the reference's completed steps), journaled as
+        such so a resume keeps them; their teardown is owed, for what the starting context says they deployed."""
+        skipped = active.task.steps[:start_step]
+        for step in skipped:
+            active.done[step.id] = "success"
+            active.executed.append(step.id)
+            self.store.runs.journal_append(active.run_id, step.id, "success", {
+                "state": copy.deepcopy(active.state), "error": None, "duration_s": 0.0, "skipped": "start_step"}, 0)
+        run = self.store.runs.get(active.run_id)
+        steps = run.get("steps") or {}
+        for step in skipped:
+            steps[step.id] = {**steps.get(step.id, {}), "status": "skipped",
+                              "reason": f"before --start-step {start_step}"}
+        self.store.runs.update(active.run_id, {"steps": steps, "start_step": start_step})
+        self.store.events.append("run.start_step", {"start_step": start_step, "skipped_steps": [s.id for s in skipped]},
+                                 run_id=active.run_id)
+        return self.store.runs.get(active.run_id)
 
     def _config_preflight(self, task: Any, task_id: str, overrides: dict) -> None:
         """Steps that need configuration (a model endpoint, say) say so before anything deploys."""
@@ -383,6 +411,31 @@ class Runner:
         })
         self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
                                  run_id=active.run_id)
+
+
+def starting_state(context: Any, seed: dict | None, task: Task, start_step: int) -> dict:
+    """The state a run starts from with --context-json: the given context over a new state (the reference's
+    TaskStepContext keys; others it writes, like agent_model or instance_id, are kept as they are). The
+    run's seed, when given, replaces the context's; failed_steps of steps this run runs again are dropped."""
+    state = new_state(seed)
+    for key, value in copy.deepcopy(dict(context)).items():
+        if key in state and key != "metadata" and not isinstance(value, list):
+            raise ValidationError(f"the starting context's {key!r} is a list, not {type(value).__name__}",
+                                  hint="give --context-json a file written by --output-dir")
+        if key != "metadata":
+            state[key] = value
+    metadata = context.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise ValidationError(f"the starting context's 'metadata' is an object, not {type(metadata).__name__}",
+                              hint="give --context-json a file written by --output-dir")
+    state["metadata"] = {**state["metadata"], **copy.deepcopy(metadata)}
+    if seed:
+        state["metadata"]["seed"] = dict(seed)
+    rerun = {s.id for s in task.steps[start_step:]}
+    failed = state["metadata"].get("failed_steps")
+    state["metadata"]["failed_steps"] = [f for f in failed if not (isinstance(f, dict) and f.get("step_id") in rerun)] \
+        if isinstance(failed, list) else []
+    return state
 
 
 def _index(task: Task, step_id: str) -> int:
