@@ -228,7 +228,9 @@ def bind_role(instance_id, role):
     click.echo(f"Role {role!r} of {instance_id} now needs: Authorization: Bearer <the token above>", err=True)
 
 
-# `env validate` (the release gate) lives in its own module.
+# `env validate` (the release gate) and `env snapshot` live in their own modules.
+from .env_snapshot import snapshot  # noqa: E402 - registered after the group's own commands
 from .env_validate import validate  # noqa: E402 - registered after the group's own commands
 
 env_group.add_command(validate)
+env_group.add_command(snapshot)

@@ -490,6 +490,7 @@ class ApplyServerConfigStep(EnvStep):
 
 class SnapshotEnvStep(EnvStep):
     type: ClassVar[str] = "snapshot_env"
+    artifact_ref_fields: ClassVar[tuple[str, ...]] = ("original_universe_artifact_id",)
 
     snapshot_id: str | None = None
     include_env_trajectory: bool = False
@@ -529,8 +530,7 @@ class SnapshotEnvStep(EnvStep):
                 parts = (result or {}).get("parts") if isinstance(result, dict) else None
                 if not isinstance(parts, list):
                     raise StepError(f"step {self.id!r}: data/get on {gw.where(child)} returned no parts list")
-                exported[child] = json.dumps({"service": child, "parts": parts}, indent=1,
-                                             ensure_ascii=False).encode()
+                exported[child] = snapshot_file(child, parts)
             if self.include_env_trajectory:
                 status, text = await gw.request("GET", "/trajectory")
                 if status >= 300:
@@ -544,17 +544,10 @@ class SnapshotEnvStep(EnvStep):
                     records["changes"] = ("changes.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"
                                                                    for r in rows).encode())
         artifact_id = self.artifact_id(ctx)
-        marker = {"format": SNAPSHOT_FORMAT, "env_id": self.env_id, "services": children, "run_id": ctx.run_id,
-                  "step_id": self.id}
-        try:  # as the reference's: one environment artifact per service, bundled in an environment_universe
-            refs = [typed.ref_of(typed.put_environment(
-                ctx.store, typed.derived_id(artifact_id, child), f"{child}.json", data, environment_name=child,
-                description=f"{child} of env {self.env_id} (run {ctx.run_id}, step {self.id})",
-                extra={"env_snapshot": marker})) for child, data in exported.items()]
-            doc = typed.put_environment_universe(
-                ctx.store, artifact_id, refs, metadata=records,
-                description=f"snapshot of env {self.env_id} (run {ctx.run_id}, step {self.id})",
-                extra={"env_snapshot": marker})
+        try:
+            doc = store_snapshot(ctx.store, artifact_id, self.env_id, exported, records,
+                                 origin={"run_id": ctx.run_id, "step_id": self.id},
+                                 where=f"run {ctx.run_id}, step {self.id}")
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: cannot store the snapshot {artifact_id!r}: {exc.message}") from exc
         ctx.metadata.setdefault("env_snapshotted_universes", {})[self.id] = {"id": doc["id"],
@@ -580,6 +573,26 @@ class SnapshotEnvStep(EnvStep):
             if not page.get("has_more") or not page["changes"]:
                 return rows
             after = page["changes"][-1]["id"]
+
+
+def snapshot_file(service: str, parts: list) -> bytes:
+    """A service's file in a snapshot: what its data/get returned, as `data/add` takes it back."""
+    return json.dumps({"service": service, "parts": parts}, indent=1, ensure_ascii=False).encode()
+
+
+def store_snapshot(store: Any, artifact_id: str, env_id: str, exported: dict[str, bytes],
+                   records: dict[str, tuple[str, bytes]], *, origin: dict[str, Any], where: str) -> dict:
+    """Store an env's exported state as the reference's snapshot does: one `environment` artifact per service
+    (`<artifact_id>__<service>`, its file `<service>.json`), bundled in the `environment_universe` `artifact_id`
+    (`records`, e.g. the trajectory, as its metadata). Used by snapshot_env and `agentenv env snapshot`."""
+    marker = {"format": SNAPSHOT_FORMAT, "env_id": env_id, "services": list(exported), **origin}
+    refs = [typed.ref_of(typed.put_environment(
+        store, typed.derived_id(artifact_id, service), f"{service}.json", data, environment_name=service,
+        description=f"{service} of env {env_id} ({where})", extra={"env_snapshot": marker}))
+        for service, data in exported.items()]
+    return typed.put_environment_universe(store, artifact_id, refs, metadata=records,
+                                          description=f"snapshot of env {env_id} ({where})",
+                                          extra={"env_snapshot": marker})
 
 
 # --- load_artifact into an env (called by the load_artifact step) ------------------------------------------
