@@ -35,6 +35,8 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model
     Exit 0 when every run passed, 1 otherwise, 130 on Ctrl-C.
     """
     if bundle is None:
+        if agent_model or user_model or judge_model:
+            raise click.UsageError("--model, --user-model and --judge-model need a BUNDLE to run")
         return _list_bundles(as_json)
     from agentenv_local.bundles import find_bundle, load_bundle, materialize
     from agentenv_local.config import load_config
@@ -118,6 +120,8 @@ def _print_summary(runs: list[dict]) -> None:
     from ._common import duration
 
     passed = sum(1 for r in runs if r["status"] == "passed")
+    if models := _models_named(runs):
+        click.echo(f"Models named for this run: {models}.")
     if len(runs) > 1:
         took = [r.get("duration_s") or 0 for r in runs]
         click.echo(f"\n{passed} of {len(runs)} runs passed (mean {duration(sum(took) / len(took))} per run).")
@@ -130,6 +134,13 @@ def _print_summary(runs: list[dict]) -> None:
     failed = [r for r in runs if r["status"] != "passed"]
     if failed:
         click.echo(f"See why with: agentenv runs show {failed[0]['run_id']}")
+
+
+def _models_named(runs: list[dict]) -> str:
+    """The models --model/--user-model/--judge-model named (the same for every run of one command)."""
+    overrides = (runs[0].get("overrides") or {}) if runs else {}
+    roles = (("solver", "agent_model"), ("user simulator", "user_model"), ("judge", "judge_model"))
+    return ", ".join(f"{role} {overrides[key]}" for role, key in roles if overrides.get(key))
 
 
 def _list_bundles(as_json: bool) -> int:

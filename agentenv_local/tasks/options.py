@@ -99,9 +99,11 @@ class RunOptions:
                    user_model=model("user_model"), judge_model=model("judge_model"))
 
     def to_wire(self) -> dict[str, Any]:
+        """The options as a dict for the hub socket; the newer ones only when given, so a hub started by
+        an earlier version still takes a run that does not use them."""
         wire = asdict(self)
         wire["context"] = dict(self.context) if self.context is not None else None
-        return wire
+        return {k: v for k, v in wire.items() if k in ("sandbox", "agent", "keep") or v not in (None, 0)}
 
     @classmethod
     def from_wire(cls, value: RunOptions | Mapping[str, Any] | None) -> RunOptions:

@@ -47,6 +47,13 @@ def test_the_options_cross_the_wire_and_come_back_from_the_store():
     assert RunOptions.from_stored({"judge_model": "sk-proj-leaked", "user_model": 3}).judge_model is None
 
 
+def test_options_left_out_do_not_travel():
+    """A hub started by an earlier version knows only sandbox, agent and keep: a run without the newer
+    options sends only those."""
+    assert RunOptions(sandbox="process").to_wire() == {"sandbox": "process", "agent": None, "keep": False}
+    assert RunOptions.from_wire(RunOptions(sandbox="process").to_wire()) == RunOptions(sandbox="process")
+
+
 @pytest.mark.parametrize("wire, message", [
     ({"start_step": -1}, "--start-step must be a step index >= 0"),
     ({"start_step": True}, "--start-step must be a step index >= 0"),
