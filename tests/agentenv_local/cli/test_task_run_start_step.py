@@ -75,3 +75,23 @@ def test_bad_values_are_refused_writing_nothing(project, hello, args, message):
     out = project.cli("task", "run", "--id", hello, "--sandbox", "process", *args, code=1)
     assert message in out.stderr, out.stderr
     assert project.stored() == before
+
+
+def test_eval_run_writes_each_runs_context_too(project, hello):
+    project.write("e.json", json.dumps([{"task_id": hello}]))
+    project.cli("eval", "create", "e.json", "--id", "e1")
+    runs = project.json("eval", "run", "--id", "e1", "--k", "2", "--sandbox", "process", "--output-dir", "evout")
+    written = contexts(project.root / "evout")
+    assert len(written) == 2 and all(r["status"] == "passed" for r in runs)
+    assert sorted(c["metadata"]["run_group_id"] for c in written) == sorted(r["group_id"] for r in runs)
+
+
+def test_a_reference_shaped_context_is_taken_as_it_is(project, hello):
+    """The reference's context JSON has keys of its own (agent_model, instance_id, ...): they are kept."""
+    project.write("ref.json", json.dumps({"deployed_envs": [], "deployed_agents": [], "deployed_sandboxes": [],
+                                          "prompt_responses": [], "metadata": {"seed": {}, "note": "from ref"},
+                                          "agent_model": None, "instance_id": "abc"}))
+    [run] = project.json("task", "run", "--id", hello, "--sandbox", "process", "--context-json", "ref.json")
+    assert run["status"] == "passed", run
+    assert run["context"]["instance_id"] == "abc" and run["context"]["metadata"]["note"] == "from ref"
+    assert run["context"]["metadata"]["task_id"] == hello  # the run's own metadata over the file's
