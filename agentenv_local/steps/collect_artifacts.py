@@ -282,7 +282,8 @@ async def target_sandbox(ctx: StepContext, sandbox_name: str | None, agent_name:
             raise StepError(f"step {ctx.step.id!r}: the sandbox of agent {agent_name!r} is gone: "
                             f"{exc.message}") from exc
     raise StepError(f"step {ctx.step.id!r}: no deployed agent named {agent_name!r} with a sandbox in this run "
-                    "(deploying agents comes with the agents issue)", hint="use sandbox_name for now")
+                    "(agents that deploy_agent runs with runtime \"container\" have one)",
+                    hint="deploy the agent with runtime \"container\", or name a sandbox with sandbox_name")
 
 
 def find_manifest(ctx: StepContext, step_id: str) -> dict[str, str] | None:

@@ -28,7 +28,7 @@ from agentenv_local import typed_artifacts as typed
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from . import not_yet, tail
+from . import tail
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
@@ -382,12 +382,32 @@ class RegisterEnvTriggersStep(EnvStep):
             body["executor"] = executor
         return body
 
+    def agent_executor(self, ctx: StepContext) -> dict:
+        """The deployed agent `executor_agent_name` as the triggers' executor, with the reference's rules: it needs
+        a role of its own, outside watch_roles, or its own tool calls would fire the triggers again."""
+        from .agent import deployed_agent
+
+        name = str(self.executor_agent_name)
+        agent = deployed_agent(ctx, name)
+        role = agent.get("role")
+        if not role:
+            raise StepError(f"step {self.id!r}: executor agent {name!r} was deployed without a role; its own tool "
+                            "calls would run under the default role and fire the triggers",
+                            hint="give its deploy_agent step a role outside watch_roles")
+        if self.watch_roles is not None and role in self.watch_roles:
+            raise StepError(f"step {self.id!r}: executor agent {name!r} has role {role!r}, which is in watch_roles "
+                            f"{self.watch_roles}: its own tool calls would fire the triggers")
+        executor = {"a2a_url": agent["a2a_url"], "role": role, "timeout_seconds": self.executor_timeout_seconds}
+        if name in (self.executor_hours or {}):
+            executor["hours"] = (self.executor_hours or {})[name]
+        return executor
+
     async def execute(self, ctx: StepContext) -> None:
+        body = self.body()
         if self.executor_agent_name:
-            raise not_yet(ctx, f"a deployed agent as the trigger executor (executor_agent_name "
-                               f"{self.executor_agent_name!r})", "agents")
+            body["executor"] = self.agent_executor(ctx)
         async with EnvGateway(ctx, self.env_id) as gw:
-            answer = await gw.call("POST", "/triggers/register", "registering triggers", body=self.body())
+            answer = await gw.call("POST", "/triggers/register", "registering triggers", body=body)
             ctx.metadata.setdefault("registered_env_triggers", {}).setdefault(self.env_id, []).extend(
                 (answer or {}).get("added") or [t.get("id") for t in self.triggers])
             ctx.log(f"registered {len(self.triggers)} trigger(s) on env {self.env_id}: "

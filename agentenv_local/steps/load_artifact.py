@@ -4,9 +4,10 @@ A `file_artifact_universe` lands under `destination_path` with its relative path
 artifact lands as its filename under `destination_path` (an `environment` as its file, an `environment_universe`
 as `<environment_name>/<file>`, a `cli` as its tree). Each load is recorded in
 `metadata.loaded_file_artifact_universes` (the reference's shape). With `env_id`, the files go
-into the deployed env's data plane instead (see `env_control.load_into_env`); loading into an agent
-(`agent_name`) comes with the agents work. `collected_artifacts_step_id` loads what an earlier
-`collect_artifacts` step stored (its `metadata.collected_artifacts` entry) instead of a named artifact.
+into the deployed env's data plane instead (see `env_control.load_into_env`); with `agent_name`, into the
+sandbox a deployed agent runs in. `collected_artifacts_step_id` (or the reference's `artifact_from_step_id`)
+loads what an earlier `collect_artifacts` (or `snapshot_env`) step stored instead of a named artifact; `urls`
+fetches files (see url_loads.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from agentenv_local import typed_artifacts as typed
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from . import join_path, not_yet, resolve_sandbox_name, url_loads
+from . import join_path, url_loads
+from .collect_artifacts import target_sandbox
 from .url_loads import url_problems
 
 if TYPE_CHECKING:
@@ -171,8 +173,6 @@ class LoadArtifactStep(Step):
         return problems
 
     async def execute(self, ctx: "StepContext") -> None:
-        if self.agent_name:
-            raise not_yet(ctx, "loading into an agent (agent_name)", "agents")
         if self.artifact_from_step_id or self.collected_artifacts_step_id:
             refs = self.step_refs(ctx) if self.artifact_from_step_id else self.collected_refs(ctx)
             if not refs:
@@ -200,9 +200,9 @@ class LoadArtifactStep(Step):
 
             await load_into_env(self, ctx, loads)
             return
-        name = resolve_sandbox_name(ctx, self.sandbox_name or self.container_name)
         fetched = await self._fetch_urls()  # every URL read before anything is written
-        sandbox = await ctx.sandbox(name)
+        # agent_name: the sandbox the agent runs in (the reference loads into the agent's workspace)
+        name, sandbox = await target_sandbox(ctx, self.sandbox_name or self.container_name, self.agent_name)
         for doc, kind, files in loads:
             for rel, data in sorted(files.items()):
                 try:

@@ -39,7 +39,7 @@ from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 from agentenv_local.procs import run_process
 from agentenv_local.tasks.step import Step
 
-from . import not_yet, tail
+from . import tail
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
@@ -155,8 +155,6 @@ class RunCodeStep(Step):
         return pick_script(self.id, self.script_artifact_id, files, self.script_file, "run", fallback="main.py")
 
     async def execute(self, ctx: StepContext) -> None:
-        if self.agent_name:
-            raise not_yet(ctx, "running code in an agent's sandbox (agent_name)", "agents")
         doc = ctx.artifact(self.script_artifact_id, self.script_artifact_version)
         try:
             files = ctx.artifact_files(doc)
@@ -174,7 +172,7 @@ class RunCodeStep(Step):
             script_input["env"]["admin_token"] = admin_token(ctx, record)
         payload = json.dumps(script_input).encode()
         where = f"{script} ({doc['id']} v{doc['version']})"
-        if self.sandbox_name:
+        if self.sandbox_name or self.agent_name:  # agent_name: the sandbox the agent runs in
             code, stdout, stderr, timed_out, raw = await self._in_sandbox(ctx, files, script, payload)
         else:
             code, stdout, stderr, timed_out, raw = await self._on_host(files, script, payload)
@@ -210,7 +208,9 @@ class RunCodeStep(Step):
         return await run_script_on_host(self.id, files, script, self.entrypoint, payload, self.timeout_seconds)
 
     async def _in_sandbox(self, ctx: StepContext, files: dict[str, bytes], script: str, payload: bytes):
-        sandbox = await ctx.sandbox(str(self.sandbox_name))  # called only when it is set
+        from .collect_artifacts import target_sandbox
+
+        where, sandbox = await target_sandbox(ctx, self.sandbox_name, self.agent_name)  # one of them is set
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.id)[:40]
         folder = f"{SANDBOX_SCRATCH}/{slug}-{secrets.token_hex(4)}"
         try:
@@ -227,7 +227,7 @@ class RunCodeStep(Step):
                 raw = None
             return result.exit_code, result.stdout, result.stderr, result.timed_out, raw
         except AgentenvError as exc:
-            raise StepError(f"step {self.id!r}: cannot run {script} in sandbox {self.sandbox_name!r}: {exc.message}",
+            raise StepError(f"step {self.id!r}: cannot run {script} in sandbox {where!r}: {exc.message}",
                             hint=exc.hint) from exc
         finally:
             with contextlib.suppress(Exception):

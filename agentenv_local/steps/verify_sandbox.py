@@ -24,9 +24,7 @@ from agentenv_local.tasks.step import Step
 from . import (
     criteria_shape_problems,
     join_path,
-    not_yet,
     regex_problem,
-    resolve_sandbox_name,
     string_list,
     tail,
 )
@@ -73,13 +71,13 @@ class VerifySandboxStep(Step):
         return problems
 
     async def execute(self, ctx: "StepContext") -> None:
-        if self.agent_name:
-            raise not_yet(ctx, "verifying an agent's workspace (agent_name)", "agents")
         problems = self.config_problems()
         if problems:
             raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
-        name = resolve_sandbox_name(ctx, self.sandbox_name)
-        sandbox = await ctx.sandbox(name)
+        from .collect_artifacts import target_sandbox
+
+        # agent_name: the sandbox the agent runs in (the reference's agent workspace)
+        name, sandbox = await target_sandbox(ctx, self.sandbox_name, self.agent_name)
         rows = []
         for index, criterion in enumerate(self.criteria):
             kind = criterion.get("type")

@@ -253,3 +253,74 @@ def test_a_cloud_only_field_leaves_one_note_in_the_run_log(model_hub):
         line = f"step 'box': field {field!r} is accepted but has no local meaning: "
         assert sum(m.startswith(line) for m in logs) == 1, logs
     assert not any(m.startswith("step 'sure': field") for m in logs)  # defaults set nothing
+
+
+# --- agent_name: the sandbox a deployed agent runs in (load_artifact, verify_sandbox, run_code) ----------------
+
+def test_agent_name_targets_the_sandbox_the_agent_runs_in(run, tmp_path):
+    run.execute(run.step({"id": "other", "type": "deploy_sandbox", "sandbox_name": "other"}))
+    run.execute(run.step({"id": "work", "type": "deploy_sandbox", "sandbox_name": "work"}))
+    with pytest.raises(StepError, match="no deployed agent named 'coder' with a sandbox") as info:
+        run.execute(run.step({"id": "v0", "type": "verify_sandbox", "agent_name": "coder",
+                              "criteria": [{"type": "probe_dir_exists", "paths": ["."]}]}))
+    assert 'runtime "container"' in info.value.hint
+    # what deploy_agent records for an agent it runs in a sandbox (runtime "container")
+    run.state["deployed_agents"].append({"agent_name": "coder", "sandbox_id": run.record("work")["sandbox_id"],
+                                         "sandbox_type": "process"})
+    (tmp_path / "task.txt").write_text("fix the bug")
+    run.execute(run.step({"id": "load", "type": "load_artifact", "agent_name": "coder", "destination_path": "/app/in",
+                          "urls": [str(tmp_path / "task.txt")]}))
+    assert (run.sandbox("work").root / "in" / "task.txt").read_text() == "fix the bug"
+    assert not (run.sandbox("other").root / "in").exists()
+    run.put_artifact("reader", {"reader.py": b"def run(input):\n    return open('in/task.txt').read().upper()\n"})
+    run.execute(run.step({"id": "code", "type": "run_code", "script_artifact_id": "reader", "agent_name": "coder"}))
+    assert run.metadata["script_results"]["code"] == "FIX THE BUG"
+    run.execute(run.step({"id": "check", "type": "verify_sandbox", "agent_name": "coder", "criteria": [
+        {"type": "probe_file_contains", "paths": ["in/task.txt"], "expected": "the bug"}]}))
+    assert run.metadata["verifications"]["check"]["score"] == 1
+
+
+# --- register_env_triggers.executor_agent_name: a deployed agent runs the triggers' nl actions -----------------
+
+def test_executor_agent_name_makes_a_deployed_agent_the_triggers_executor(run):
+    import asyncio
+
+    from kits.agents import serving_agent
+    from kits.env_steps import deployed_env, example, http, step_call_tool
+
+    from agentenv_local.agents.client import A2AClient
+    from agentenv_local.agents.scripted import ScriptedAgent
+
+    trigger = {"id": "escalate", "when": {"type": "action", "tool": "search_emails"},
+               "actions": [{"type": "nl", "instruction": "tell the manager about the pipeline"}]}
+    with deployed_env(run, "office", {"mail": example("mail")}) as (base, _gw), \
+            serving_agent(ScriptedAgent(plan=[{"reply": "noted: {input}"}])) as agent_url:
+        run.state["deployed_agents"].append({"agent_name": "boss", "a2a_url": agent_url + "/a2a", "role": None})
+        register = {"id": "triggers", "type": "register_env_triggers", "env_id": "office", "triggers": [trigger],
+                    "watch_roles": ["agent"], "executor_agent_name": "boss"}
+        with pytest.raises(StepError, match="'boss' was deployed without a role"):
+            run.execute(run.step(register))
+        run.state["deployed_agents"][-1]["role"] = "agent"
+        with pytest.raises(StepError, match="role 'agent', which is in watch_roles"):
+            run.execute(run.step(register))
+        run.state["deployed_agents"][-1]["role"] = "manager"
+        hours = {"start": "09:00", "end": "17:00"}
+        paced = run.step({**register, "executor_hours": {"boss": hours}})
+        assert paced.agent_executor(run.ctx(paced)) == {"a2a_url": agent_url + "/a2a", "role": "manager",
+                                                        "timeout_seconds": 120, "hours": hours}
+        run.execute(run.step(register))
+        assert run.metadata["registered_env_triggers"] == {"office": ["escalate"]}
+        with http(base) as h:
+            assert h.get("/triggers/state").json()["triggers"][0]["status"] == "armed"
+        step_call_tool(base, "search_emails", {"query": "pipeline"}, role="agent")
+        with http(base) as h:
+            from kits.hub import wait_until
+
+            wait_until(lambda: h.get("/triggers/state").json()["triggers"][0]["status"] == "fired", 30)
+
+        async def heard() -> list:
+            async with A2AClient(agent_url) as client:
+                return (await client.trajectory_get(context_id="trigger-escalate"))["trajectory"]
+
+        events = asyncio.run(heard())
+    assert any(e.get("input") == "tell the manager about the pipeline" for e in events), events

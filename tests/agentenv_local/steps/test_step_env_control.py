@@ -169,7 +169,7 @@ def test_register_env_triggers_config_and_not_yet(office):
                 await_fired=["other"]).config_problems() == ["await_fired: 'other' not among this step's trigger ids"]
     assert step(run, type="register_env_triggers", env_id="o", triggers=[]).config_problems() == [
         "triggers: list at least one trigger"]
-    with pytest.raises(StepError, match="agents issue"):
+    with pytest.raises(StepError, match="no agent named 'boss' is deployed in this run"):
         run.execute(step(run, type="register_env_triggers", env_id="office", triggers=[MIRROR],
                          executor_agent_name="boss"))
     s = step(run, type="register_env_triggers", env_id="o", triggers=[MIRROR],
