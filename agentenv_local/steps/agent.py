@@ -82,6 +82,8 @@ class DeployAgentStep(Step):
     type: ClassVar[str] = "deploy_agent"
     deploys: ClassVar[bool] = True
     env_ref_fields: ClassVar[tuple[str, ...]] = ("env_ids",)
+    # agent_snapshot_files_artifact_id is no artifact_ref_field on purpose: the reference's agent validator restores a
+    # snapshot that a snapshot_agent_state step of the same task saves, so it need not exist before the run
 
     a2a_agent_id: str | None = None  # None: the run's --agent, else [agents] default (scripted)
     a2a_agent_version: int | None = None
@@ -126,9 +128,6 @@ class DeployAgentStep(Step):
                             "(or the agent's config base_url)",
         "cpu": "the reference's VM size; local agents get no CPU limit",
         "memory_mb": "the reference's VM size; local agents get no memory limit",
-        "agent_snapshot_files_artifact_id": "restoring an agent's files from a snapshot is not done locally yet",
-        "agent_snapshot_files_artifact_version": "restoring an agent's files from a snapshot is not done locally yet",
-        "agent_snapshot_target_context_id": "restoring an agent's files from a snapshot is not done locally yet",
         "network_policy": "the reference's VM network policy; local agents use the machine's network",
         "enable_agent_changelog": "the reference's cloud changelog of an agent's files",
         "agent_changelog_toolcall_position_exclusive": "the reference's cloud changelog of an agent's files",
@@ -231,6 +230,10 @@ class DeployAgentStep(Step):
 
                 for skill in resolve_skills(ctx, self.skills):
                     await client.skill_add(skill["name"], skill["description"], skill["skill_md"])
+                if self.agent_snapshot_files_artifact_id:  # a snapshot_agent_state artifact (agent_snapshot.py)
+                    from .agent_snapshot import restore_agent_snapshot
+
+                    await restore_agent_snapshot(ctx, self, url, card)
         except AgentenvError as exc:
             if hosted is not None:
                 await hosted.stop()

@@ -1,15 +1,16 @@
-"""`snapshot_agent_state`: save a deployed agent's conversation state as a file_artifact_universe over
-snapshot/v1.
+"""`snapshot_agent_state` (save a deployed agent's conversation state as a file_artifact_universe over
+snapshot/v1) and `restore_agent_snapshot`, which deploy_agent calls for `agent_snapshot_files_artifact_id` (load
+such an artifact into the agent it just started).
 
 The artifact's files are the snapshot/v1 objects by name (`trajectory`, and `workspace` when the agent saves
 one); what they hold is the agent's own format (agents/snapshot.py). `metadata.agent_snapshots` gets
 `{id, version, source_agent_name, source_context_id, capture_step_id}` per capture (what verify_a2a_snapshot
-reads).
+reads); `metadata.agent_loaded_snapshots` gets `{agent_name, id, version, context_id}` per restore.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -30,6 +31,7 @@ class SnapshotAgentStateStep(Step):
 
     type: ClassVar[str] = "snapshot_agent_state"
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ("universe_artifact_id",)
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
 
     agent_name: str = Field(default="default-agent", min_length=1)
     prompt_id: str | None = None  # None: the agent's latest prompt
@@ -88,3 +90,29 @@ class SnapshotAgentStateStep(Step):
         ctx.log(f"saved agent {self.agent_name!r}'s conversation {context_id} as {doc['id']} v{doc['version']} "
                 f"({', '.join(sorted(objects))})")
 
+
+async def restore_agent_snapshot(ctx: StepContext, step: Any, url: str, card: dict) -> str:
+    """Load `step.agent_snapshot_files_artifact_id` (+version) into the agent at `url`; the context id its
+    conversation goes on under (recorded in metadata.agent_loaded_snapshots)."""
+    from agentenv_local.agents import snapshot
+
+    if not has_extension(card, "snapshot"):
+        raise StepError(f"step {step.id!r}: cannot load snapshot {step.agent_snapshot_files_artifact_id!r}: agent "
+                        f"{step.agent_name!r} does not support snapshot/v1 (its card does not list {SNAPSHOT_URI})",
+                        hint="restore into the kind of agent that saved it")
+    doc = ctx.artifact(step.agent_snapshot_files_artifact_id, step.agent_snapshot_files_artifact_version)
+    files = ctx.artifact_files(doc)
+    unknown = sorted(set(files) - set(snapshot.OBJECT_NAMES))
+    if "trajectory" not in files or unknown:
+        raise StepError(f"step {step.id!r}: artifact {doc['id']!r} v{doc['version']} is not an agent snapshot: "
+                        + (f"unknown file(s) {', '.join(unknown)}" if unknown else "it has no 'trajectory' file"),
+                        hint="use an artifact a snapshot_agent_state step saved")
+    try:
+        context_id = await snapshot.load(url, files, target_context_id=step.agent_snapshot_target_context_id)
+    except AgentenvError as exc:
+        raise StepError(f"step {step.id!r}: agent {step.agent_name!r} did not load snapshot {doc['id']!r} "
+                        f"v{doc['version']}: {exc.message}", hint=exc.hint) from exc
+    ctx.metadata.setdefault("agent_loaded_snapshots", []).append({
+        "agent_name": step.agent_name, "id": doc["id"], "version": doc["version"], "context_id": context_id})
+    ctx.log(f"agent {step.agent_name!r} loaded snapshot {doc['id']} v{doc['version']} as conversation {context_id}")
+    return context_id

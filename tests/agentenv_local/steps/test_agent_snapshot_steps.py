@@ -1,12 +1,16 @@
-"""snapshot/v1 on the scripted agent over real HTTP (a conversation saved by one agent goes on in another), and
-snapshot_agent_state saving a conversation into a stored file_artifact_universe."""
+"""snapshot/v1 on the scripted agent over real HTTP (a conversation saved by one agent goes on in another),
+snapshot_agent_state saving a conversation into a stored file_artifact_universe, and, in real task runs, a later
+deploy_agent restoring it (agent_snapshot_files_artifact_id) so the restored agent recalls what it was told, which
+verify_a2a_snapshot then passes."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from kits.agents import serving_agent
+from kits.hub import cli, runs_json, show_json
 from kits.servers import run as run_async
 
 from agentenv_local.agents import snapshot
@@ -96,3 +100,71 @@ def test_snapshot_agent_state_refusals(run):
         run.execute(run.step({"id": "s5", "type": "snapshot_agent_state", "env_id": "e",
                               "universe_artifact_id": "u"}))
     assert "per-service state capture" in bad.value.problems[0]
+
+
+JUDGE_PLAN = [{"check": {"input": "data.response", "contains": "ZEBRA-42"}, "name": "recall"}, {"verdict": {}}]
+
+
+def recall_task(load_into: str = "scripted") -> list[dict]:
+    return [
+        {"id": "solver", "type": "deploy_agent", "agent_name": "solver", "config": {"plan": RECALL_PLAN}},
+        {"id": "plant", "type": "prompt_agent", "agent_name": "solver", "prompt_id": "plant",
+         "prompt": "the code is ZEBRA-42"},
+        {"id": "snap", "type": "snapshot_agent_state", "agent_name": "solver", "prompt_id": "plant",
+         "artifact_id": "solver-state"},
+        {"id": "restored", "type": "deploy_agent", "agent_name": "restored", "a2a_agent_id": load_into,
+         "config": {"plan": RECALL_PLAN}, "agent_snapshot_files_artifact_id": "solver-state",
+         "agent_snapshot_target_context_id": "restored-conversation"},
+        {"id": "recall", "type": "prompt_agent", "agent_name": "restored", "prompt_id": "recall",
+         "prompt": "what was the code?", "context_id": "restored-conversation"},
+        {"id": "judge", "type": "deploy_agent", "agent_name": "judge", "config": {"plan": JUDGE_PLAN}},
+        {"id": "grade", "type": "rubrics_verifier", "prompt_id": "recall", "verifier_id": "recall-judge",
+         "criteria": [{"id": "recall", "criterion": "names the code ZEBRA-42"}],
+         "use_agent_judge": True, "judge_agent_name": "judge"},
+        {"id": "verdict", "type": "verify_a2a_snapshot", "a2a_agent_id": "scripted",
+         "rubric_verifier_id": "recall-judge"},
+    ]
+
+
+def run_task(project: Path, name: str, steps: list[dict]):
+    """`agentenv task create` + `agentenv task run`: the steps as a stored task (as the reference's validator builds
+    one), so an artifact made by an earlier step of the run may be named by a later one."""
+    path = project / f"{name}.json"
+    path.write_text(json.dumps(steps))
+    cli(project, "task", "create", str(path), "--id", name, check=True)
+    return cli(project, "task", "run", "--id", name)
+
+
+def test_a_snapshot_restored_by_deploy_agent_recalls_and_verify_a2a_snapshot_passes(tmp_path: Path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    out = run_task(project, "recall", recall_task())
+    assert out.returncode == 0, out.stdout + out.stderr
+    context = show_json(project, runs_json(project)[0]["run_id"])["context"]
+    recalled = next(r for r in context["prompt_responses"] if r["prompt_id"] == "recall")
+    assert recalled["response"] == "you told me: the code is ZEBRA-42"
+    assert recalled["a2a_context_id"] == "restored-conversation"
+    assert context["metadata"]["agent_loaded_snapshots"] == [
+        {"agent_name": "restored", "id": "solver-state", "version": 1, "context_id": "restored-conversation"}]
+    verdict = context["metadata"]["verifications"]["a2a_snapshot"]
+    assert verdict["passed"] is True and verdict["save"] and verdict["load"] and verdict["recall"]
+
+
+def test_deploy_agent_refuses_to_load_a_snapshot_it_cannot(tmp_path: Path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    no_snapshot = tmp_path / "nosnap.py"
+    no_snapshot.write_text("from agentenv_local.agents.scripted import ScriptedAgent\n\n\n"
+                           "class NoSnapshot(ScriptedAgent):\n    def card_extensions(self):\n        return []\n")
+    out = run_task(project, "nosnap", recall_task(load_into=f"{no_snapshot}:NoSnapshot")[:5])
+    assert out.returncode == 1
+    assert ("cannot load snapshot 'solver-state': agent 'restored' does not support snapshot/v1"
+            in out.stdout + out.stderr)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("x")
+    cli(project, "artifact", "put", str(tmp_path / "notes"), "--id", "not-a-snapshot", check=True)
+    out = run_task(project, "wrong", [
+        {"id": "restored", "type": "deploy_agent", "agent_name": "restored", "config": {"plan": RECALL_PLAN},
+         "agent_snapshot_files_artifact_id": "not-a-snapshot"}])
+    assert out.returncode == 1
+    assert "artifact 'not-a-snapshot' v1 is not an agent snapshot: unknown file(s) notes.txt" in out.stdout + out.stderr

@@ -40,12 +40,19 @@ BASES: dict[str, dict[str, Any]] = {
     "aggregate_verifiers": {"verifier_ids": ["v"]},
     "deploy_human_agent": {"a2a_url": "http://127.0.0.1:9/"},
     "deploy_sandbox": {"sandbox_mode": "vm"},
+    # the context must be an artifact here; the task container is a sandbox of its own, named apart
+    "run_docker_container": {"docker_context_artifact_id": "ctx", "container_name": "task-container"},
 }
 # Where ours is stricter than the reference's constructor, on purpose (the reference fails such a step later).
 STRICTER: dict[tuple[str, str], str] = {
     ("deploy_env", "artifact_version"): "artifact_version without artifact_id pins nothing",
     ("rubrics_verifier", "use_agent_judge"): "the reference deploys its judge agent from the catalog; a local run "
                                              "needs judge_agent_name, a judge agent the task deploys",
+    # run_docker_container: what this machine does not grant, refused before the run (steps/docker_container.py)
+    **{("run_docker_container", f): "not granted on this machine" for f in (
+        "privileged", "devices", "cap_add", "volumes", "extra_networks", "network", "shm_size")},
+    ("run_docker_container", "keep_alive_with_base_command"): "not supported yet; command_override does it",
+    ("run_docker_container", "docker_context_url"): "cloud-only: the context must be an artifact",
 }
 
 # Values of the right type where the type alone does not make a valid one (an enum, a range, a shape).
