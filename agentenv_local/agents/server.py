@@ -1,13 +1,17 @@
 """The A2A server for an ``Agent``: JSON-RPC (0.3 and 1.0 method names), the card, and the AgentEnv extensions.
 
 Routes:
-    GET  /.well-known/agent-card.json, /.well-known/agent.json   the agent card
+    GET  /.well-known/agent-card.json, /.well-known/agent.json   the agent card: the 1.0 card when the request
+                                                                  says ``A2A-Version: 1.x``, else the 0.3 card
     GET  /health                                                  {"status": "ok"}
     POST /a2a (and /)                                             JSON-RPC: message/send, tasks/get, tasks/cancel,
-                                                                  message/stream, tasks/resubscribe (0.3) and
-                                                                  SendMessage, GetTask, CancelTask,
-                                                                  SendStreamingMessage, SubscribeToTask (1.0);
-                                                                  the streaming ones answer SSE (streaming.py)
+                                                                  tasks/list, message/stream, tasks/resubscribe
+                                                                  (0.3) and SendMessage, GetTask, CancelTask,
+                                                                  ListTasks (task_list.py), SendStreamingMessage,
+                                                                  SubscribeToTask (1.0); the streaming ones answer
+                                                                  SSE (streaming.py); the push-notification config
+                                                                  methods answer -32003 (not supported) and the
+                                                                  extended card ones -32007 (not configured)
     POST|GET /ext/agent-config                                    agent-config/v1 set / get
     POST|GET /ext/mcp-config                                      mcp-config/v1 add / list
     POST|GET /ext/skill-config                                    skill-config/v1 add / list
@@ -41,7 +45,7 @@ from pydantic import ValidationError
 from agentenv_local import jsonrpc
 from agentenv_local.untrusted import UntrustedInputError, parse_json
 
-from . import streaming, wire
+from . import streaming, task_list, wire
 from .base import Agent
 from .peers import (
     PEER_TOOL_NAMES,
@@ -201,7 +205,10 @@ class AgentRuntime:
 
     # --- card -------------------------------------------------------------------------------------------
 
-    def card(self, base_url: str) -> dict[str, Any]:
+    def card(self, base_url: str, dialect: wire.Dialect = "0.3") -> dict[str, Any]:
+        """The card a client of ``dialect`` reads: the 0.3 card (also read by 1.0 clients that accept 0.3 fields)
+        adds ``url``, ``protocolVersion``, ``preferredTransport``, ``additionalInterfaces`` and
+        ``capabilities.stateTransitionHistory``, which a strict 1.0 parse (a2a-sdk 1.x's AgentCard) refuses."""
         base = self.public_url or base_url.rstrip("/")
         url = base + RPC_PATH
         cfg = self.task_config()
@@ -240,6 +247,15 @@ class AgentRuntime:
                         "mcp": {"endpoint": PEER_TOOLS_PATH, "server_name": PEER_TOOLS_SERVER,
                                 "tools": list(PEER_TOOL_NAMES)}}},
         ] + [dict(e) for e in agent.card_extensions()]
+        interfaces = [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                      {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]
+        if dialect == "1.0":
+            return {"name": cfg.name or agent.name, "description": cfg.description or agent.description,
+                    "version": agent.version, "supportedInterfaces": interfaces,
+                    "defaultInputModes": list(agent.input_modes), "defaultOutputModes": list(agent.output_modes),
+                    "skills": skills,
+                    "capabilities": {"streaming": True, "pushNotifications": False, "extendedAgentCard": False,
+                                     "extensions": extensions}}
         return {
             "name": cfg.name or agent.name,
             "description": cfg.description or agent.description,
@@ -248,8 +264,7 @@ class AgentRuntime:
             "protocolVersion": A2A_PROTOCOL_VERSION,
             "preferredTransport": "JSONRPC",
             "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
-            "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-                                    {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "supportedInterfaces": interfaces[::-1],
             "defaultInputModes": list(agent.input_modes),
             "defaultOutputModes": list(agent.output_modes),
             "skills": skills,
@@ -286,8 +301,21 @@ class AgentRuntime:
         else:
             return _rpc_error(req_id, wire.METHOD_NOT_FOUND, f"Method not found: {method!r}", field="method")
         try:
+            if op == "push_config":
+                return _rpc_error(req_id, wire.PUSH_NOTIFICATION_NOT_SUPPORTED,
+                                  "Push Notification is not supported: this agent's card says "
+                                  "capabilities.pushNotifications is false; follow a task with "
+                                  "SendStreamingMessage/SubscribeToTask (message/stream, tasks/resubscribe) or "
+                                  "poll it with GetTask (tasks/get)")
+            if op == "extended_card":
+                return _rpc_error(req_id, wire.EXTENDED_CARD_NOT_CONFIGURED,
+                                  "Extended agent card is not configured: this agent has one card, the public one "
+                                  f"at {CARD_PATHS[0]}")
             if op == "send":
                 result = await self._send(wire.send_params_from_wire(body.get("params"), dialect), dialect)
+            elif op == "list":
+                result = task_list.list_tasks(self.tasks.values(), task_list.params_from_wire(body.get("params")),
+                                              dialect)
             elif op == "stream":
                 params = wire.send_params_from_wire(body.get("params"), dialect)
                 return streaming.EventStream(req_id, self._start(params), dialect, params.history_length)
@@ -673,7 +701,9 @@ def create_app(agent: Agent, *, public_url: str | None = None, own_hosts: Any = 
         return f"{request.url.scheme}://{request.url.netloc}"
 
     async def card(request: Request) -> JSONResponse:
-        return JSONResponse(runtime.card(base_of(request)))
+        # A2A 1.0 clients send A2A-Version (the spec: without it, assume 0.3); each gets the card it parses
+        dialect: wire.Dialect = "1.0" if request.headers.get("a2a-version", "").startswith("1.") else "0.3"
+        return JSONResponse(runtime.card(base_of(request), dialect), headers={"Vary": "A2A-Version"})
 
     async def health(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})

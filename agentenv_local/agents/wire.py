@@ -1,12 +1,12 @@
 """A2A on the wire, in both dialects: 0.3 (what the reference's agents speak) and 1.0.
 
-0.3 JSON-RPC methods ``message/send``, ``tasks/get``, ``tasks/cancel``; parts carry ``kind``
-(``{"kind": "text", "text"}``, ``{"kind": "data", "data"}``, ``{"kind": "file", "file": {"bytes"|"uri", "name",
-"mimeType"}}``); states are lowercase (``completed``, ``input-required``); a task has ``"kind": "task"``;
-``configuration.blocking`` (default true) says whether ``message/send`` waits.
+0.3 JSON-RPC methods ``message/send``, ``tasks/get``, ``tasks/cancel`` (and ``tasks/list``, see METHODS_03); parts
+carry ``kind`` (``{"kind": "text", "text"}``, ``{"kind": "data", "data"}``, ``{"kind": "file", "file":
+{"bytes"|"uri", "name", "mimeType"}}``); states are lowercase (``completed``, ``input-required``); a task has
+``"kind": "task"``; ``configuration.blocking`` (default true) says whether ``message/send`` waits.
 
-1.0 methods ``SendMessage``, ``GetTask``, ``CancelTask``; parts have no ``kind`` (``{"text"}``, ``{"data"}``,
-``{"raw": base64 | "url", "filename", "mediaType"}``); states are ``TASK_STATE_COMPLETED`` etc.; roles
+1.0 methods ``SendMessage``, ``GetTask``, ``CancelTask``, ``ListTasks``; parts have no ``kind`` (``{"text"}``,
+``{"data"}``, ``{"raw": base64 | "url", "filename", "mediaType"}``); states are ``TASK_STATE_COMPLETED`` etc.; roles
 ``ROLE_USER``/``ROLE_AGENT``; ``configuration.returnImmediately`` (default false) replaces ``blocking``; the
 ``SendMessage`` result wraps the task: ``{"task": {...}}``.
 
@@ -37,13 +37,24 @@ _STATE_FROM_10 = {v: k for k, v in _STATE_10.items()}
 _ROLE_10 = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 _ROLE_FROM_10 = {v: k for k, v in _ROLE_10.items()}
 
-METHODS_03 = {"message/send": "send", "tasks/get": "get", "tasks/cancel": "cancel"}
-METHODS_10 = {"SendMessage": "send", "GetTask": "get", "CancelTask": "cancel"}
+# JSON-RPC method -> operation, per dialect (the streaming ones are in streaming.METHODS). 0.3 has no list method:
+# ``tasks/list`` answers ListTasks in 0.3 shapes for clients that send it anyway.
+METHODS_03 = {"message/send": "send", "tasks/get": "get", "tasks/cancel": "cancel", "tasks/list": "list",
+              "tasks/pushNotificationConfig/set": "push_config", "tasks/pushNotificationConfig/get": "push_config",
+              "tasks/pushNotificationConfig/list": "push_config",
+              "tasks/pushNotificationConfig/delete": "push_config",
+              "agent/getAuthenticatedExtendedCard": "extended_card"}
+METHODS_10 = {"SendMessage": "send", "GetTask": "get", "CancelTask": "cancel", "ListTasks": "list",
+              "CreateTaskPushNotificationConfig": "push_config", "GetTaskPushNotificationConfig": "push_config",
+              "ListTaskPushNotificationConfigs": "push_config", "DeleteTaskPushNotificationConfig": "push_config",
+              "GetExtendedAgentCard": "extended_card"}
 
-# A2A's own error codes
+# A2A's own error codes (the same in 0.3 and 1.0)
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
+PUSH_NOTIFICATION_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
+EXTENDED_CARD_NOT_CONFIGURED = -32007
 
 
 class WireError(ValueError):
