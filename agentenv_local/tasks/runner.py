@@ -98,7 +98,7 @@ class Runner:
             raise ValidationError(f"--start-step {options.start_step} is past the last step of task {task_id} "
                                   f"(its {len(task.steps)} steps are 0 to {len(task.steps) - 1}); nothing was started",
                                   hint="`agentenv task get --id ID` lists the steps in order")
-        self._config_preflight(task, task_id, overrides)
+        self._config_preflight(task, task_id, overrides, skip=options.start_step)
         run_id = new_run_id(task_id)
         state = new_state(seed) if options.context is None else starting_state(options.context, seed, task,
                                                                                options.start_step)
@@ -140,10 +140,11 @@ class Runner:
                                  run_id=active.run_id)
         return self.store.runs.get(active.run_id)
 
-    def _config_preflight(self, task: Any, task_id: str, overrides: dict) -> None:
-        """Steps that need configuration (a model endpoint, say) say so before anything deploys."""
+    def _config_preflight(self, task: Any, task_id: str, overrides: dict, skip: int = 0) -> None:
+        """Steps that need configuration (a model endpoint, say) say so before anything deploys (the
+        first `skip`, before --start-step, are not run)."""
         problems = []
-        for step in task.steps:
+        for step in task.steps[skip:]:
             for problem in step.config_preflight(self.services.config, overrides):
                 problems.append(f"step {step.id!r} ({step.type}): {problem}")
         if problems:

@@ -95,3 +95,19 @@ def test_a_reference_shaped_context_is_taken_as_it_is(project, hello):
     assert run["status"] == "passed", run
     assert run["context"]["instance_id"] == "abc" and run["context"]["metadata"]["note"] == "from ref"
     assert run["context"]["metadata"]["task_id"] == hello  # the run's own metadata over the file's
+
+
+def test_the_skipped_steps_configuration_is_not_checked(project):
+    """A step before --start-step does not run, so what it would need (here a model) is not asked for."""
+    project.write_json("t.json", [
+        {"id": "solver", "type": "deploy_agent", "a2a_agent_id": "tool-loop", "agent_name": "solver"},
+        {"id": "box", "type": "deploy_sandbox", "sandbox_name": "box"},
+        {"id": "check", "type": "verify_sandbox", "sandbox_name": "box",
+         "criteria": [{"type": "bash_cmd_succeeds", "bash_cmd": "true"}]},
+    ])
+    project.cli("task", "create", "t.json", "--id", "t2")
+    refused = project.cli("task", "run", "--id", "t2", "--sandbox", "process", code=1)
+    assert "the tool-loop agent needs a model" in refused.stderr
+    [run] = project.json("task", "run", "--id", "t2", "--sandbox", "process", "--start-step", "1")
+    assert run["status"] == "passed", run
+    assert [s["status"] for s in run["steps"].values()] == ["skipped", "passed", "passed"]
