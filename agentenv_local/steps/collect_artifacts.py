@@ -107,7 +107,7 @@ class CollectArtifactsStep(Step):
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
     container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name
     agent_name: str | None = None  # the sandbox a deployed agent runs in
-    env_id: str | None = None  # computer-use envs: not supported yet
+    env_id: str | None = None  # a computer-use env: its files through its tools (steps/env_files.py)
     base_path: str = Field(default="/app/artifact", min_length=1)
     artifacts_key: str = "expected_artifacts"
     artifact_paths: list[str] | None = None
@@ -151,10 +151,18 @@ class CollectArtifactsStep(Step):
         problems = self.config_problems()
         if problems:
             raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
-        if self.env_id:
-            raise StepError(f"step {self.id!r}: collecting from an env (env_id {self.env_id!r}) is not supported "
-                            "yet", hint="collect from the sandbox the files are in (sandbox_name)")
+        if self.env_id:  # a computer-use env: its files through its cua_bash / cua_get_file tools
+            from .env_control import EnvGateway
+            from .env_files import EnvFiles
+
+            async with EnvGateway(ctx, self.env_id, timeout=120) as gw:
+                await self._collect(ctx, f"env {self.env_id}", EnvFiles(gw, self.id))
+            return
         name, sandbox = await target_sandbox(ctx, self.sandbox_name or self.container_name, self.agent_name)
+        await self._collect(ctx, name, sandbox)
+
+    async def _collect(self, ctx: StepContext, name: str, sandbox: Any) -> None:
+        """Collect from `sandbox` (a Sandbox, or an env's EnvFiles) into the artifact; `name` says where."""
         source, entries = self._paths(ctx)
         base = posixpath.normpath(self.base_path)
         try:
@@ -176,6 +184,8 @@ class CollectArtifactsStep(Step):
                                   "files": {}, "missing": missing, "excluded": excluded}
         if self.agent_name:
             record["agent_name"] = self.agent_name
+        if self.env_id:
+            record.update(sandbox_name=None, env_id=self.env_id)
         if not files:
             where = f"under {base}" if source == "base_path" else f"from the {source} list"
             ctx.log(f"no files {where} in sandbox {name!r}; nothing stored", level="warning")
@@ -186,7 +196,8 @@ class CollectArtifactsStep(Step):
         try:
             doc = artifact_types.put_artifact(
                 ctx.store, artifact_id, contents, artifact_type=artifact_types.BUNDLE,
-                description=f"files collected from sandbox {name} (run {ctx.run_id}, step {self.id})",
+                description=f"files collected from {name if self.env_id else f'sandbox {name}'} "
+                            f"(run {ctx.run_id}, step {self.id})",
                 extra={"collected": {"run_id": ctx.run_id, "step_id": self.id, "sandbox_name": name,
                                      "base_path": base, "source": source}})
         except AgentenvError as exc:

@@ -147,7 +147,7 @@ def test_targets(run):
     with pytest.raises(StepError, match="2 sandboxes are deployed"):
         collect(run)
     assert stored(run, collect(run, container_name="two")) == {"t.txt": b"two"}
-    with pytest.raises(StepError, match="not supported yet"):
+    with pytest.raises(StepError, match="env 'desktop' is not deployed in this run"):
         collect(run, env_id="desktop")
     with pytest.raises(StepError, match="no deployed agent named 'coder'"):
         collect(run, agent_name="coder")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -324,3 +325,58 @@ def test_executor_agent_name_makes_a_deployed_agent_the_triggers_executor(run):
 
         events = asyncio.run(heard())
     assert any(e.get("input") == "tell the manager about the pipeline" for e in events), events
+
+
+# --- collect_artifacts.env_id: a computer-use env's files, through its cua_bash and cua_get_file tools --------
+
+def test_collect_artifacts_from_a_computer_use_env_through_its_tools(run, tmp_path):
+    import base64
+    import subprocess
+
+    from kits.env_steps import deployed_env
+
+    from agentenv_local.env import Env, environment_card, tool
+
+    desktop = tmp_path / "desktop"
+    (desktop / "out" / "sub").mkdir(parents=True)
+    (desktop / "out" / "report.md").write_text("# done")
+    (desktop / "out" / "sub" / "data.bin").write_bytes(b"\x00\x01\xff")
+    (desktop / "out" / "core").write_text("skip me")
+
+    @environment_card(name="desktop")
+    class Desktop(Env):
+        @tool()
+        def cua_bash(self, script: str) -> str:
+            """Run a bash script on the desktop; the reference controller's envelope."""
+            done = subprocess.run(["bash", "-c", script], cwd=desktop, capture_output=True, text=True, timeout=30)
+            return json.dumps({"output": done.stdout, "error": done.stderr, "returncode": done.returncode})
+
+        @tool()
+        def cua_get_file(self, path: str) -> str:
+            """A file's bytes, base64."""
+            return base64.b64encode(Path(path).read_bytes()).decode()
+
+    @environment_card(name="plain")
+    class Plain(Env):
+        @tool()
+        def ping(self) -> str:
+            """Answer pong."""
+            return "pong"
+
+    with deployed_env(run, "desk", {"desktop": Desktop()}), deployed_env(run, "plain", {"plain": Plain()}):
+        run.execute(run.step({"id": "grab", "type": "collect_artifacts", "env_id": "desk",
+                              "base_path": str(desktop / "out"), "exclude_basenames": ["core"]}))
+        run.execute(run.step({"id": "listed", "type": "collect_artifacts", "env_id": "desk",
+                              "base_path": str(desktop / "out"), "artifact_paths": ["report.md", "gone.txt"],
+                              "allow_missing": True}))
+        with pytest.raises(StepError, match="has no cua_bash tool: collecting from an env needs a computer-use"):
+            run.execute(run.step({"id": "nope", "type": "collect_artifacts", "env_id": "plain"}))
+    grabbed = run.metadata["collected_artifacts"]["grab"]
+    assert grabbed["env_id"] == "desk" and sorted(grabbed["files"]) == ["report.md", "sub/data.bin"]
+    assert grabbed["excluded"] == [str(desktop / "out" / "core")]
+    from agentenv_local.artifacts import read_files
+
+    doc = run.store.documents.find("artifacts", grabbed["id"], grabbed["version"])
+    assert read_files(run.store, doc) == {"report.md": b"# done", "sub/data.bin": b"\x00\x01\xff"}
+    listed = run.metadata["collected_artifacts"]["listed"]
+    assert sorted(listed["files"]) == ["report.md"] and listed["missing"] == ["gone.txt"]
