@@ -61,8 +61,9 @@ async def main(base: str) -> None:
         # a slow task: non-blocking send, resubscribe while working, cancel (the stream ends canceled)
         slow, _ = await last_task(plain.send_message(
             message("slow one", ctx), configuration=MessageSendConfiguration(blocking=False)))
-        for _ in range(600):
-            if (await plain.get_task(TaskQueryParams(id=slow.id))).status.state.value == "working":
+        for _ in range(600):   # until its progress update is out: nothing more happens until the cancel
+            status = (await plain.get_task(TaskQueryParams(id=slow.id))).status
+            if status.state.value == "working" and status.message is not None:
                 break
             await asyncio.sleep(0.02)
         subscription = streaming.resubscribe(TaskIdParams(id=slow.id))

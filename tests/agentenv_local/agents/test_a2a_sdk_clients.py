@@ -98,9 +98,9 @@ async def _drive_sdk1(base: str, *, dialect: str) -> dict[str, Any]:
         [started] = await _events(plain.send_message(request))
         slow_id = started.task.id
 
-        async def working() -> bool:
+        async def working() -> bool:   # its progress update published: nothing more happens until the cancel
             task = await plain.get_task(pb.GetTaskRequest(id=slow_id))
-            return task.status.state == pb.TaskState.TASK_STATE_WORKING
+            return task.status.state == pb.TaskState.TASK_STATE_WORKING and task.status.HasField("message")
 
         await _until(working)
         subscription = streaming.subscribe(pb.SubscribeToTaskRequest(id=slow_id))
