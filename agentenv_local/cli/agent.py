@@ -94,12 +94,14 @@ def list_agents(as_json):
 @click.option("--runtime", type=click.Choice(["in_hub", "subprocess"]), default="in_hub", show_default=True)
 @click.option("--config", "config_json", help="agent-config fields to set, as JSON.")
 @click.option("--keep-running", is_flag=True, help="Stay in the foreground until Ctrl-C, then tear it down.")
+@click.option("--ttl-seconds", type=click.IntRange(60, 1_209_600), default=None,
+              help="Tear the instance down this many seconds after it starts (60 to 1209600; default: no limit).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def deploy(agent_id, version, runtime, config_json, keep_running, as_json):
+def deploy(agent_id, version, runtime, config_json, keep_running, ttl_seconds, as_json):
     """Start an agent that stays up (in the hub: behind `agentenv up`, or in the foreground)."""
     with session() as s:
         record = HubMethods(s).deploy_agent(agent_id, version, runtime=runtime,
-                                            config=_json_option(config_json, "--config"))
+                                            config=_json_option(config_json, "--config"), ttl_seconds=ttl_seconds)
         if as_json:
             echo_json(record)
         else:

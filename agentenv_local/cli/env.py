@@ -108,6 +108,8 @@ def _print_endpoints(record: dict) -> None:
         where = child.get("url") or "in the hub"
         pid = f", pid {child['pid']}" if child.get("pid") else ""
         click.echo(f"  server {child['name']}: {child['kind']} ({where}{pid})")
+    if record.get("expires_at_utc"):
+        click.echo(f"  expires: {record['expires_at_utc']} (--ttl-seconds {record.get('ttl_seconds')})")
     click.echo("Add it to an MCP client as a streamable HTTP server, e.g. "
                f"`claude mcp add --transport http {record['mcp_server_name']} {record['mcp_url']}`.")
 
@@ -124,8 +126,10 @@ def _print_endpoints(record: dict) -> None:
 @click.option("--no-control-plane-auth", "open_control_plane", is_flag=True,
               help="Serve the reference's open control plane: RBAC, clock, trigger and data-plane writes "
                    "without the admin token (for compatibility tests; anyone who reaches the port may use it).")
-@click.option("--json", "as_json", is_flag=True, help="Print the instance record as JSON.")
-def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_plane, as_json):
+@click.option("--ttl-seconds", type=click.IntRange(60, 1_209_600), default=None,
+              help="Tear the instance down this many seconds after it starts (60 to 1209600; default: no limit).")
+@click.option("--json", "as_json", is_flag=True, help="Print the instance record as JSON (stdout holds only it).")
+def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_plane, ttl_seconds, as_json):
     """Deploy an env behind a gateway in the hub and print its URLs.
 
     With a long-lived hub (`agentenv up`) it returns at once and the instance runs until
@@ -140,7 +144,8 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
         raise ValidationError("give the env to deploy: --id ENV (or --resume INSTANCE)")
     with session() as s:
         record = HubMethods(s).deploy_env(env_id, version, gateway_mode=gateway_mode, resume=resume,
-                                          control_plane_auth=False if open_control_plane else None)
+                                          control_plane_auth=False if open_control_plane else None,
+                                          ttl_seconds=ttl_seconds)
         if as_json:
             echo_json(record)
         else:

@@ -60,10 +60,11 @@ class HubMethods:
 
     # -- envs.* -------------------------------------------------------------------------
     def deploy_env(self, env_id: str | None = None, version: int | None = None, gateway_mode: str | None = None,
-                   resume: str | None = None, control_plane_auth: bool | None = None) -> Record:
-        """`envs.deploy`: the new (or resumed) instance record with its endpoints."""
+                   resume: str | None = None, control_plane_auth: bool | None = None,
+                   ttl_seconds: int | None = None) -> Record:
+        """`envs.deploy`: the new (or resumed) instance record with its endpoints (`expires_at_utc` with a TTL)."""
         return self.session.call("envs.deploy", env_id=env_id, version=version, gateway_mode=gateway_mode,
-                                 resume=resume, control_plane_auth=control_plane_auth)
+                                 resume=resume, control_plane_auth=control_plane_auth, **_ttl(ttl_seconds))
 
     def env_instances(self, status: str | None = None) -> list[Record]:
         """`envs.instances`: instance records (only those in `status` when given)."""
@@ -87,10 +88,10 @@ class HubMethods:
 
     # -- agents.* -----------------------------------------------------------------------
     def deploy_agent(self, agent_id: str, version: int | None = None, runtime: str = "in_hub",
-                     config: dict | None = None) -> Record:
-        """`agents.deploy`: the instance record with its A2A URL."""
+                     config: dict | None = None, ttl_seconds: int | None = None) -> Record:
+        """`agents.deploy`: the instance record with its A2A URL (`expires_at_utc` with a TTL)."""
         return self.session.call("agents.deploy", agent_id=agent_id, version=version, runtime=runtime,
-                                 config=config)
+                                 config=config, **_ttl(ttl_seconds))
 
     def agent_instances(self, status: str | None = None) -> list[Record]:
         """`agents.instances`: agent instance records (only those in `status` when given)."""
@@ -99,3 +100,8 @@ class HubMethods:
     def teardown_agent(self, instance_id: str) -> Record:
         """`agents.teardown`: the instance record, stopped."""
         return self.session.call("agents.teardown", instance_id)
+
+
+def _ttl(ttl_seconds: int | None) -> dict[str, int]:
+    """`ttl_seconds` on the wire only when given: a deploy without one sends the request it always sent."""
+    return {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}

@@ -71,6 +71,10 @@ class Hub:
         from agentenv_local.hosting.agents.instances import AgentInstances
 
         self.agents = AgentInstances(self.store, paths)  # `agentenv agent deploy`: agents that stay up
+        from agentenv_local.hosting.expiry import sweep_forever
+
+        # instances deployed with a TTL are torn down once it runs out
+        self._ttl_sweep = asyncio.run_coroutine_threadsafe(sweep_forever(self.envs, self.agents), self.loop)
         self.runner = Runner(self.services, self.session_id, self.loop)
         self._connections: set[int] = set()
         self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
@@ -285,10 +289,11 @@ class Hub:
 
     def _op_envs_deploy(self, env_id: str | None = None, version: int | None = None,
                         gateway_mode: str | None = None, resume: str | None = None,
-                        control_plane_auth: bool | None = None, conn_id=None) -> dict:
+                        control_plane_auth: bool | None = None, ttl_seconds: int | None = None,
+                        conn_id=None) -> dict:
         future = asyncio.run_coroutine_threadsafe(
             self.envs.deploy(env_id, version, gateway_mode=gateway_mode, resume=resume,
-                             control_plane_auth=control_plane_auth), self.loop)
+                             control_plane_auth=control_plane_auth, ttl_seconds=ttl_seconds), self.loop)
         return future.result(600)
 
     def _op_envs_admin_token(self, instance_id: str, conn_id=None) -> str | None:
@@ -311,9 +316,10 @@ class Hub:
         return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)
 
     def _op_agents_deploy(self, agent_id: str, version: int | None = None, runtime: str = "in_hub",
-                          config: dict | None = None, conn_id=None) -> dict:
+                          config: dict | None = None, ttl_seconds: int | None = None, conn_id=None) -> dict:
         return asyncio.run_coroutine_threadsafe(
-            self.agents.deploy(agent_id, version, runtime=runtime, config=config), self.loop).result(300)
+            self.agents.deploy(agent_id, version, runtime=runtime, config=config, ttl_seconds=ttl_seconds),
+            self.loop).result(300)
 
     def _op_agents_instances(self, status: str | None = None, conn_id=None) -> list[dict]:
         return self.agents.instances(status)
@@ -380,6 +386,7 @@ class Hub:
         deadline = time.monotonic() + 5  # let calls being answered finish before the store closes
         while self._inflight and time.monotonic() < deadline:
             time.sleep(0.01)
+        self._ttl_sweep.cancel()
         self.envs.close()  # deployed env instances: their gateways and servers stop with the hub
         with contextlib.suppress(Exception):  # agents `agentenv agent deploy` started
             asyncio.run_coroutine_threadsafe(self.agents.aclose(), self.loop).result(30)

@@ -48,8 +48,13 @@ class AgentInstances:
         return sorted(rows, key=lambda r: r.get("created_at", 0), reverse=True)
 
     async def deploy(self, agent_id: str, version: int | None = None, *, runtime: str = "in_hub",
-                     config: dict | None = None) -> dict:
+                     config: dict | None = None, ttl_seconds: int | None = None) -> dict:
+        """Start (or reach) the agent and record the instance; `ttl_seconds` records `expires_at_utc`, when the
+        hub's sweep tears it down (hosting/expiry.py)."""
         from agentenv_local.agents.client import A2AClient
+        from agentenv_local.hosting.expiry import expiry_fields
+
+        lifetime = expiry_fields(ttl_seconds)  # a bad TTL is refused before anything starts
 
         spec = registry.resolve(self.store, agent_id, version)
         instance_id = f"agent-{uuid.uuid4().hex[:12]}"
@@ -76,7 +81,7 @@ class AgentInstances:
             self._hosted[instance_id] = hosted
         record = {"instance_id": instance_id, "agent_id": agent_id, "agent_version": spec["version"], "a2a_url": url,
                   "runtime": hosted.runtime if hosted else "url", "pid": hosted.pid if hosted else None,
-                  "card_name": card.get("name"), "status": "running", "created_at": time.time()}
+                  "card_name": card.get("name"), "status": "running", "created_at": time.time(), **lifetime}
         self.store.records.save(COLLECTION, instance_id, record)
         return record
 

@@ -98,14 +98,18 @@ class EnvManager:
                      gateway_mode: str | None = None, resume: str | None = None,
                      metadata: dict | None = None, *, sandbox_type: str | None = None, cpu: float | None = None,
                      memory_mb: int | None = None, services: Any = None,
-                     control_plane_auth: bool | None = None) -> dict:
+                     control_plane_auth: bool | None = None, ttl_seconds: int | None = None) -> dict:
         """Deploy `env_id` (or, with `resume=INSTANCE`, an instance a stopped hub left, with its saved
         RBAC rules, triggers and clock) and return its record.
 
         `sandbox_type`, `cpu` and `memory_mb` apply to image envs' containers (provider `podman` by
         default); `services` (a run's RunServices) supplies the sandbox provider.
         `control_plane_auth=False` (else the env record's `control_plane_auth`, default true) serves the
-        reference's open control plane instead of requiring the instance's admin token."""
+        reference's open control plane instead of requiring the instance's admin token. `ttl_seconds` records
+        `expires_at_utc`: the hub's sweep tears the instance down then (hosting/expiry.py)."""
+        from agentenv_local.hosting.expiry import expiry_fields
+
+        lifetime = expiry_fields(ttl_seconds)  # a bad TTL is refused before anything starts
         saved_state = None
         saved_token = None
         if resume:
@@ -139,10 +143,15 @@ class EnvManager:
             inst.admin_token = saved_token or secrets.token_urlsafe(32)
             self.store.records.save(ADMIN, instance_id, {"token": inst.admin_token})
         try:
-            return await self._deploy(inst, doc, env, gateway_mode, saved_state, metadata or {})
+            record = await self._deploy(inst, doc, env, gateway_mode, saved_state, metadata or {})
         except BaseException:
             await self._stop(inst)
             raise
+        if lifetime:
+            inst.record.update(lifetime)
+            self.store.records.save(INSTANCES, instance_id, inst.record)
+            record = dict(inst.record)
+        return record
 
     async def _deploy(self, inst: Instance, doc: dict, env: McpServerEnv | MultiEnv, gateway_mode: str | None,
                       saved_state: dict | None, metadata: dict) -> dict:
