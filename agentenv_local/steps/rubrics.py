@@ -13,6 +13,9 @@ justification}]}`). An answer that cannot be read is asked for once more; if the
 criterion without a verdict is recorded failed with the reason (no exception). A judge that cannot be reached
 at all (model endpoint down, agent missing or timing out) fails the step.
 
+`output_format` rubric_binary (passed or not) or rubric_partial (a score); the reference's evidence and
+mistakes formats (rubric_evidence, rubric_evidence_with_mistakes, trajectory_mistakes) are in judge_formats.py.
+
 Rows (`ctx.record_verification`): `criterion_index`, `id`, `criterion`, `weight`, `score`, `result`,
 `justification`, `judge_output` (the judge's entry for that criterion); the judge's raw answers are kept in
 the verification's `judge` metadata.
@@ -33,12 +36,14 @@ from agentenv_local.tasks.options import RunOptions
 from agentenv_local.tasks.scoring import ScoreAggregator
 from agentenv_local.tasks.step import Step
 
+from . import judge_formats
 from .trajectory_filter import TrajectoryFilter
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
 
 MAX_RAW_CHARS = 100_000
+ANSWER_KEY = "\x00answer"  # where _parse keeps the whole answer (no criterion id has a NUL)
 JUDGE_ATTEMPTS = 2
 
 SYSTEM_PROMPT = """You are a careful, strict grader. You judge an AI agent's work against a rubric.
@@ -59,6 +64,7 @@ class _Unusable(Exception):
 
 class RubricsVerifierStep(Step):
     type: ClassVar[str] = "rubrics_verifier"
+    agent_ref_fields: ClassVar[tuple[str, ...]] = ("judge_a2a_agent_id",)
     cloud_only_fields: ClassVar[dict[str, str]] = {
         "default_model_api_base": "the judge's endpoint is the `judge` role of [model] (docs/models.md)",
         "max_thinking_tokens": "a litellm reasoning budget; the local model providers take no such parameter",
@@ -161,10 +167,6 @@ class RubricsVerifierStep(Step):
             raise StepError("; ".join(problems),
                             hint="e.g. [model] base_url = \"http://127.0.0.1:11434/v1\" and [model.roles] judge = "
                                  "\"qwen3:32b\"; see docs/models.md")
-        if self.output_format not in ("rubric_binary", "rubric_partial"):
-            raise StepError(f"step {self.id!r}: output_format {self.output_format!r} (the reference's evidence and "
-                            "trajectory-mistakes judges) is accepted but not implemented locally yet",
-                            hint="use output_format rubric_binary or rubric_partial")
         note = self.trajectory_filter.screenshot_note() if self.trajectory_filter else None
         if note:
             ctx.log(f"step {self.id!r}: {note}", level="note")
@@ -185,26 +187,49 @@ class RubricsVerifierStep(Step):
             if problem is None:
                 break
             ctx.log(f"judge answer {attempt + 1} unusable: {problem}", level="warning")
-        rows = []
-        for index, c in enumerate(criteria):
-            v = verdicts.get(c["id"])
-            row = {**c["source"], "criterion_index": index, "id": c["id"], "criterion": c["criterion"],
-                   "weight": c["weight"], "skipped": False}
-            if v is None:
-                row.update(score=0, result=False, judge_output=None,
-                           justification=f"no usable verdict from the judge after {len(attempts)} attempt(s): "
-                                         f"{problem}")
-            else:
-                row.update(score=v["score"], result=v["result"], justification=v["justification"],
-                           judge_output=v["raw"])
-            rows.append(row)
+        answer = verdicts.pop(ANSWER_KEY, None)  # the whole answer, for the evidence and mistakes formats
+        if self.output_format == "trajectory_mistakes":
+            rows = self._mistakes_rows(answer, criteria, problem, len(attempts))
+        else:
+            rows = []
+            for index, c in enumerate(criteria):
+                v = verdicts.get(c["id"])
+                row = {**c["source"], "criterion_index": index, "id": c["id"], "criterion": c["criterion"],
+                       "weight": c["weight"], "skipped": False}
+                if v is None:
+                    row.update(score=0, result=False, judge_output=None,
+                               justification=f"no usable verdict from the judge after {len(attempts)} attempt(s): "
+                                             f"{problem}")
+                else:
+                    row.update(score=v["score"], result=v["result"], justification=v["justification"],
+                               judge_output=v["raw"], **v.get("evidence", {}))
+                rows.append(row)
         verifier_id = self.verifier_id or self.id
         score = ctx.record_verification(verifier_id, rows, self.score_aggregator)
         ctx.metadata["verifications"][verifier_id]["judge"] = {
             **judge_info, "output_format": self.output_format, "prompt_id": response.get("prompt_id"),
-            "attempts": attempts, "usable": problem is None}
+            "attempts": attempts, "usable": problem is None,
+            **({"reasoning": str(answer.get("reasoning") or "")} if self.output_format in judge_formats.EVIDENCE_FORMATS
+               and answer else {})}
         passed = sum(1 for r in rows if r["result"])
         ctx.log(f"{verifier_id}: score {score:g} ({passed}/{len(rows)} criteria passed)")
+        if self.output_format == "rubric_evidence_with_mistakes":  # the same answer's mistakes, an entry of their own
+            coverage = [{"id": r["id"], "shown": r["result"], "note": r["justification"]} for r in rows]
+            mistakes = judge_formats.mistakes_rows(answer or {}, coverage)
+            key = verifier_id + judge_formats.MISTAKES_SUFFIX
+            mistakes_score = ctx.record_verification(key, mistakes, "weighted_average")
+            ctx.metadata["verifications"][key]["source_verifier_id"] = verifier_id
+            ctx.log(f"{key}: score {mistakes_score:g} ({len(mistakes) - 2 - len(coverage)} mistake(s))")
+
+    def _mistakes_rows(self, answer: dict | None, criteria: list[dict[str, Any]], problem: str | None,
+                       attempts: int) -> list[dict[str, Any]]:
+        """trajectory_mistakes: the answer's rows; an unusable answer is one failed row saying why."""
+        if answer is None:
+            return [{"criterion_index": 0, "id": "parse_error", "criterion": "parse_error", "score": 0,
+                     "result": False, "skipped": False,
+                     "justification": f"no usable answer from the judge after {attempts} attempt(s): {problem}"}]
+        coverage = [c for c in answer.get("coverage") or [] if isinstance(c, dict)]
+        return judge_formats.mistakes_rows(answer, coverage)
 
     def _response(self, ctx: StepContext) -> dict[str, Any]:
         responses = [r for r in ctx.state.get("prompt_responses", []) if isinstance(r, dict)]
@@ -278,14 +303,17 @@ class RubricsVerifierStep(Step):
     def _instructions(self, criteria: list[dict[str, Any]], problem: str | None) -> str:
         rubric = "\n".join(f"- id {c['id']!r}: {c['criterion']}" for c in criteria)
         lines = ["Grade the agent's work against these criteria:", rubric, ""]
-        if self.output_format == "rubric_partial":
+        if self.output_format not in ("rubric_binary", "rubric_partial"):
+            lines += judge_formats.instructions(self.output_format)
+        elif self.output_format == "rubric_partial":
             lines.append("For each criterion give a score from 0 (not met at all) to 1 (fully met).")
         else:
             lines.append("For each criterion decide passed (true) or not (false).")
         if self._facts():
             lines += ["", "Facts to rely on when grading:", *[f"- {f}" for f in self._facts()]]
-        lines += ["", "Answer with JSON exactly like: " + (PARTIAL_FORMAT if self.output_format == "rubric_partial"
-                                                          else BINARY_FORMAT)]
+        if self.output_format in ("rubric_binary", "rubric_partial"):
+            lines += ["", "Answer with JSON exactly like: " + (PARTIAL_FORMAT if self.output_format == "rubric_partial"
+                                                              else BINARY_FORMAT)]
         if problem:
             lines += ["", f"Your previous answer could not be used ({problem}). Follow the format exactly."]
         return "\n".join(lines)
@@ -297,6 +325,8 @@ class RubricsVerifierStep(Step):
                 "required": ["id", *verdict, "justification"],
                 "properties": {"id": {"type": "string", "enum": [c["id"] for c in criteria]}, **verdict,
                                "justification": {"type": "string"}}}
+        if self.output_format not in ("rubric_binary", "rubric_partial"):
+            return judge_formats.schema(self.output_format, [c["id"] for c in criteria], item)
         return {"type": "object", "title": "rubric_verdict", "additionalProperties": False, "required": ["criteria"],
                 "properties": {"criteria": {"type": "array", "items": item}}}
 
@@ -399,6 +429,10 @@ class RubricsVerifierStep(Step):
                     value = None
                 if value is None:
                     return {}, "the answer is not JSON"
+        if self.output_format == "trajectory_mistakes":
+            if isinstance(value, dict) and isinstance(value.get("findings"), list):
+                return {ANSWER_KEY: value}, None
+            return {}, "the answer has no \"findings\" list"
         items = None
         if isinstance(value, dict):
             for key in ("criteria", "results", "verdicts", "rubric"):
@@ -439,6 +473,8 @@ class RubricsVerifierStep(Step):
                 verdict = self._verdict(item)
                 if verdict is not None and criteria[pos]["id"] not in verdicts:
                     verdicts[criteria[pos]["id"]] = verdict
+        if isinstance(value, dict) and self.output_format in judge_formats.EVIDENCE_FORMATS:
+            verdicts[ANSWER_KEY] = value  # its reasoning and mistakes
         missing = [c["id"] for c in criteria if c["id"] not in verdicts]
         if missing:
             return verdicts, "no usable verdict for " + ", ".join(repr(m) for m in missing)
@@ -464,9 +500,13 @@ class RubricsVerifierStep(Step):
                 result = float(numeric) >= self.pass_threshold
             else:
                 return None
+            evidence: dict[str, Any] = {}
+            if self.output_format in judge_formats.EVIDENCE_FORMATS:  # bad evidence: not met, whatever it said
+                result, evidence = judge_formats.evidence_of(item, result)
             value = 1.0 if result else 0.0
         why = item.get("justification") or item.get("reason") or item.get("explanation") or ""
-        return {"score": value, "result": result, "justification": str(why), "raw": item}
+        return {"score": value, "result": result, "justification": str(why), "raw": item,
+                **({"evidence": evidence} if self.output_format in judge_formats.EVIDENCE_FORMATS else {})}
 
 
 def truncate_events(events: list[Any], max_chars: int) -> tuple[list[Any], int]:

@@ -172,15 +172,72 @@ def test_trajectory_filter_without_tool_calls_or_responses(conversation):
     assert sum("compaction_type 'screenshot' is accepted but has no local meaning" in n for n in notes) == 1
 
 
-def test_an_output_format_not_implemented_locally_says_so_before_calling_the_judge(conversation):
-    with FakeModelServer(api_key=KEY) as srv:
+TWO = [{"id": "c1", "criterion": "Looked it up"}, {"id": "c2", "criterion": "Quoted the source"}]
+
+
+def _grade(run, srv: FakeModelServer, **fields) -> dict:
+    run.execute(run.step({"id": "g", "type": "rubrics_verifier", "prompt_id": "chat", "criteria": TWO, **fields}))
+    return run.metadata["verifications"]
+
+
+def test_rubric_evidence_cites_evidence_and_bad_evidence_fails_the_criterion(conversation):
+    answer = {"reasoning": "the lookup is in the trajectory; no quote anywhere", "criteria": [
+        {"id": "c1", "evidence": "tool_call lookup", "evidence_status": "visible", "passed": True,
+         "justification": "it called lookup"},
+        {"id": "c2", "evidence": "NOT SHOWN", "evidence_status": "missing", "passed": True,
+         "justification": "it says it quoted"}]}
+    with FakeModelServer(api_key=KEY, script=[Reply.structured(answer)]) as srv:
         _judge(conversation, srv)
-        with pytest.raises(StepError, match="'trajectory_mistakes'.*not implemented locally") as info:
-            conversation.execute(conversation.step({
-                "id": "g", "type": "rubrics_verifier", "prompt_id": "chat", "output_format": "trajectory_mistakes",
-                "criteria": [{"criterion": "x"}]}))
-        assert not srv.requests
-    assert "rubric_binary" in info.value.hint
+        verifications = _grade(conversation, srv, output_format="rubric_evidence")
+        (request,) = srv.valid_requests()
+    item = request.response_schema["properties"]["criteria"]["items"]
+    assert {"evidence", "evidence_status"} <= set(item["required"])
+    assert "reasoning" in request.response_schema["required"] and "evidence_status" in request.last_user_text
+    v = verifications["g"]
+    assert [(r["id"], r["result"], r["evidence_status"]) for r in v["results"]] == [
+        ("c1", True, "visible"), ("c2", False, "missing")]  # missing evidence: not met, whatever it said
+    assert v["results"][0]["evidence"] == "tool_call lookup" and v["judge"]["reasoning"].startswith("the lookup")
+    assert "g-trajectory-mistakes" not in verifications
+
+
+def test_rubric_evidence_with_mistakes_writes_a_second_entry(conversation):
+    answer = {"reasoning": "r", "criteria": [
+        {"id": "c1", "evidence": "lookup", "evidence_status": "visible", "passed": True, "justification": "ok"},
+        {"id": "c2", "evidence": "NOT SHOWN", "evidence_status": "visible", "passed": False, "justification": "no"}],
+              "findings": [{"severity": "high", "step": 1, "should": "check the result",
+                            "description": "it trusted a stale record"}],
+              "botched": False, "botched_reason": "", "summary": "one serious slip"}
+    with FakeModelServer(api_key=KEY, script=[Reply.structured(answer)]) as srv:
+        _judge(conversation, srv)
+        verifications = _grade(conversation, srv, output_format="rubric_evidence_with_mistakes")
+        (request,) = srv.valid_requests()
+    assert {"findings", "botched", "summary"} <= set(request.response_schema["required"])
+    assert verifications["g"]["score"] == pytest.approx(0.5)
+    mistakes = verifications["g-trajectory-mistakes"]
+    assert mistakes["source_verifier_id"] == "g"
+    assert [r["id"] for r in mistakes["results"]] == ["summary", "botched", "mistake_0", "coverage_c1", "coverage_c2"]
+    assert mistakes["results"][2]["justification"] == "[high] check the result — it trusted a stale record"
+    assert mistakes["score"] == pytest.approx(2 / 3 - 0.25)  # botched ok, one of two shown, a high mistake
+
+
+def test_trajectory_mistakes_rows_and_an_unusable_answer(conversation):
+    answer = {"findings": [{"severity": "low", "step": None, "should": "be brief", "description": "rambled"}],
+              "coverage": [{"id": "c1", "shown": True, "note": "event 1"}, {"id": "c2", "shown": False, "note": ""}],
+              "botched": False, "botched_reason": "", "summary": "fine"}
+    with FakeModelServer(api_key=KEY, script=[Reply.structured(answer)]) as srv:
+        _judge(conversation, srv)
+        v = _grade(conversation, srv, output_format="trajectory_mistakes")["g"]
+        (request,) = srv.valid_requests()
+    assert set(request.response_schema["properties"]) == {"findings", "coverage", "botched", "botched_reason",
+                                                          "summary"}
+    assert [(r["id"], r["result"]) for r in v["results"]] == [
+        ("summary", False), ("botched", True), ("mistake_0", False), ("coverage_c1", True), ("coverage_c2", False)]
+    assert v["score"] == pytest.approx(2 / 3 - 0.02)
+    with FakeModelServer(api_key=KEY, script=[Reply.text("looks fine to me")] * 2) as srv:
+        _judge(conversation, srv)
+        v = _grade(conversation, srv, output_format="trajectory_mistakes")["g"]
+    [row] = v["results"]
+    assert row["id"] == "parse_error" and not row["result"] and "not JSON" in row["justification"]
 
 
 # --- prompt_agent through the runner: max_turns, model_params, user_model, user_output_format, notes -----------
