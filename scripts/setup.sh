@@ -45,4 +45,5 @@ fi
 # The tests run real Podman containers: install and set up Podman where this machine allows it.
 if [ "$want_test" = 1 ]; then
   scripts/setup-podman.sh
+  scripts/setup-agent-clis.sh  # the coding-agent CLIs tests/agents_cli runs (each skipped when absent)
 fi

@@ -9,8 +9,10 @@
         srv.requests        # every request, in order: api, path, headers, body, status, problems
 
 It is a real HTTP server (uvicorn in a background thread, listening on 127.0.0.1, any free port)
-serving `POST /v1/chat/completions` (OpenAI Chat Completions) and `POST /v1/messages` (Anthropic
-Messages). Each request is checked strictly, the way the real APIs check it: required fields,
+serving `POST /v1/chat/completions` (OpenAI Chat Completions), `POST /v1/messages` (Anthropic
+Messages) and `POST /v1/responses` (OpenAI Responses API), each plain or streamed as server-sent
+events (`stream: true`), plus the side calls coding CLIs make (`GET /v1/models`,
+`POST /v1/messages/count_tokens`). Each request is checked strictly, the way the real APIs check it: required fields,
 message and content-block shapes, that tool results answer the tool calls of the assistant turn
 right before them, tool schemas, sampling ranges, and the auth header (`Authorization: Bearer KEY`
 or `x-api-key: KEY` plus `anthropic-version`). A bad request gets the API's own error shape (400 or
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -33,12 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 from agentenv_local.env.serve import bind_socket
+from agentenv_local.testing import wire_responses
+from agentenv_local.testing.wire_anthropic import anthropic_error, anthropic_stream, validate_anthropic
+from agentenv_local.testing.wire_checks import count_tokens
+from agentenv_local.testing.wire_openai import openai_error, openai_stream, validate_openai
 
-Api = Literal["openai", "anthropic"]
+Api = Literal["openai", "anthropic", "responses"]
 
-_OPENAI_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
-_ANTHROPIC_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}\Z")
-ANTHROPIC_VERSIONS = ("2023-06-01", "2023-01-01")
 
 
 # --- replies ---------------------------------------------------------------------------------------
@@ -51,7 +53,8 @@ class Reply:
     `tool_calls`: (name, arguments) pairs; arguments given as a str are sent verbatim (use that
     for malformed JSON). `status` other than 200 answers an error in the API's shape with
     `error_message` (and `Retry-After` if `retry_after` is set). `delay_s` waits before answering
-    (to trigger client timeouts). `json` is a structured answer (text JSON, or on the Anthropic API
+    (to trigger client timeouts). `thinking`: on the Anthropic API, a thinking block before the answer
+    when the request enables thinking. `json` is a structured answer (text JSON, or on the Anthropic API
     the input of the forced tool). `raw` is sent as the body exactly (to break the protocol).
     """
 
@@ -67,6 +70,7 @@ class Reply:
     json: Any = None
     raw: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    thinking: str | None = None
 
     @classmethod
     def tool_call(cls, name: str, arguments: Mapping[str, Any] | str | None = None, *, text: str | None = None,
@@ -140,11 +144,15 @@ class RecordedRequest:
 
     @property
     def messages(self) -> list[dict]:
+        if self.api == "responses" and isinstance(self.body, dict):
+            return wire_responses.messages(self.body)
         return list(self.body.get("messages") or []) if isinstance(self.body, dict) else []
 
     @property
     def tools(self) -> list[dict]:
         """Offered tools as {name, description, input_schema} (both APIs)."""
+        if self.api == "responses" and isinstance(self.body, dict):
+            return wire_responses.tools(self.body)
         out = []
         for t in (self.body.get("tools") or []) if isinstance(self.body, dict) else []:
             if self.api == "openai":
@@ -168,7 +176,7 @@ class RecordedRequest:
             if choice.get("type") == "tool":
                 return choice.get("name")
             if choice.get("type") == "function":
-                return (choice.get("function") or {}).get("name")
+                return choice.get("name") or (choice.get("function") or {}).get("name")  # Responses: top-level name
         return None
 
     @property
@@ -178,6 +186,10 @@ class RecordedRequest:
         if self.api == "anthropic":
             sys_ = self.body.get("system") or ""
             return sys_ if isinstance(sys_, str) else "".join(b.get("text", "") for b in sys_)
+        if self.api == "responses":
+            head = self.body.get("instructions") or ""
+            rest = [_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer")]
+            return "\n\n".join([head, *rest] if head else rest)
         return "\n\n".join(_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer"))
 
     @property
@@ -197,6 +209,8 @@ class RecordedRequest:
     @property
     def tool_results(self) -> list[dict]:
         """Every tool result in the conversation: {tool_call_id, content, is_error}."""
+        if self.api == "responses" and isinstance(self.body, dict):
+            return wire_responses.tool_results(self.body)
         out = []
         for m in self.messages:
             if self.api == "openai" and m.get("role") == "tool":
@@ -231,6 +245,9 @@ class RecordedRequest:
             if rf.get("type") == "json_schema":
                 return (rf.get("json_schema") or {}).get("schema")
             return {"type": "object"} if rf.get("type") == "json_object" else None
+        if self.api == "responses":
+            fmt = (self.body.get("text") or {}).get("format") or {}
+            return fmt.get("schema") if fmt.get("type") == "json_schema" else None
         name = self._output_tool()
         for t in self.tools:
             if t["name"] == name:
@@ -327,398 +344,14 @@ class RuleResponder:
         return example_from_schema(tool.get("input_schema") or {}) or {}
 
 
-# --- validation ------------------------------------------------------------------------------------
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _check_sampling(body: dict, problems: list[str], *, temp_max: float) -> None:
-    if "temperature" in body and body["temperature"] is not None:
-        t = body["temperature"]
-        if not _is_num(t) or not 0 <= t <= temp_max:
-            problems.append(f"temperature: must be a number from 0 to {temp_max:g}, got {t!r}")
-    top_p = body.get("top_p")
-    if top_p is not None and (not _is_num(top_p) or not 0 <= top_p <= 1):
-        problems.append(f"top_p: must be a number from 0 to 1, got {body['top_p']!r}")
-
-
-def _check_schema(schema: Any, where: str, problems: list[str]) -> None:
-    if not isinstance(schema, dict):
-        problems.append(f"{where}: must be a JSON Schema object")
-    elif schema.get("type") != "object":
-        problems.append(f"{where}: the schema must have \"type\": \"object\", got {schema.get('type')!r}")
-    elif "properties" in schema and not isinstance(schema["properties"], dict):
-        problems.append(f"{where}.properties: must be an object")
-    elif "required" in schema and not (isinstance(schema["required"], list)
-                                       and all(isinstance(r, str) for r in schema["required"])):
-        problems.append(f"{where}.required: must be a list of strings")
-
-
-_OPENAI_TOP = {"model", "messages", "tools", "tool_choice", "max_tokens", "max_completion_tokens", "temperature",
-               "top_p", "response_format", "stream", "stream_options", "n", "stop", "seed", "user",
-               "parallel_tool_calls", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs",
-               "metadata", "logit_bias", "store", "reasoning_effort"}
-_OPENAI_MSG_KEYS = {"system": {"role", "content", "name"}, "developer": {"role", "content", "name"},
-                    "user": {"role", "content", "name"},
-                    "assistant": {"role", "content", "tool_calls", "name", "refusal"},
-                    "tool": {"role", "content", "tool_call_id"}}
-
-
-def _openai_content(content: Any, where: str, problems: list[str], *, role: str) -> None:
-    if isinstance(content, str):
-        return
-    if isinstance(content, list):
-        for j, part in enumerate(content):
-            ok = isinstance(part, dict) and (
-                (part.get("type") == "text" and isinstance(part.get("text"), str))
-                or (role == "user" and part.get("type") == "image_url" and isinstance(part.get("image_url"), dict)))
-            if not ok:
-                problems.append(f"{where}.content[{j}]: invalid content part for role {role!r}")
-        return
-    problems.append(f"{where}.content: must be a string or a list of content parts")
-
-
-def validate_openai(body: Any) -> list[str]:
-    """Problems with a Chat Completions request body (empty when it is valid)."""
-    if not isinstance(body, dict):
-        return ["the request body must be a JSON object"]
-    problems: list[str] = []
-    for key in body:
-        if key not in _OPENAI_TOP:
-            problems.append(f"Unrecognized request argument supplied: {key}")
-    if not isinstance(body.get("model"), str) or not body.get("model"):
-        problems.append("model: a non-empty string is required")
-    if body.get("stream"):
-        problems.append("stream: streaming is not supported by the fake server")
-    if body.get("n") not in (None, 1):
-        problems.append("n: only n=1 is supported")
-    for key in ("max_tokens", "max_completion_tokens"):
-        if body.get(key) is not None and (not isinstance(body[key], int) or isinstance(body[key], bool)
-                                          or body[key] < 1):
-            problems.append(f"{key}: must be an integer >= 1, got {body[key]!r}")
-    _check_sampling(body, problems, temp_max=2)
-    names: list[str] = []
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            problems.append("tools: must be a list")
-            tools = []
-        for i, tool in enumerate(tools):
-            where = f"tools[{i}]"
-            if (not isinstance(tool, dict) or tool.get("type") != "function"
-                    or not isinstance(tool.get("function"), dict)):
-                problems.append(f"{where}: must be {{\"type\": \"function\", \"function\": {{...}}}}")
-                continue
-            if set(tool) - {"type", "function"}:
-                problems.append(f"{where}: unexpected keys {sorted(set(tool) - {'type', 'function'})}")
-            fn = tool["function"]
-            extra = set(fn) - {"name", "description", "parameters", "strict"}
-            if extra:
-                problems.append(f"{where}.function: unexpected keys {sorted(extra)}")
-            name = fn.get("name")
-            if not isinstance(name, str) or not _OPENAI_NAME.match(name):
-                problems.append(f"{where}.function.name: must match ^[a-zA-Z0-9_-]{{1,64}}$, got {name!r}")
-            else:
-                names.append(name)
-            if "description" in fn and not isinstance(fn["description"], str):
-                problems.append(f"{where}.function.description: must be a string")
-            if "parameters" in fn:
-                _check_schema(fn["parameters"], f"{where}.function.parameters", problems)
-        if len(set(names)) != len(names):
-            problems.append("tools: function names must be unique")
-    choice = body.get("tool_choice")
-    if choice is not None:
-        if isinstance(choice, str):
-            if choice not in ("none", "auto", "required"):
-                problems.append(f"tool_choice: must be none, auto, required or a function, got {choice!r}")
-        elif not (isinstance(choice, dict) and choice.get("type") == "function"
-                  and (choice.get("function") or {}).get("name") in names):
-            problems.append("tool_choice: must name an offered function")
-        if not names and choice not in ("none", None):
-            problems.append("tool_choice: is only allowed when tools are specified")
-    rf = body.get("response_format")
-    if rf is not None:
-        if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
-            problems.append("response_format: type must be text, json_object or json_schema")
-        elif rf["type"] == "json_schema":
-            js = rf.get("json_schema")
-            if not isinstance(js, dict):
-                problems.append("response_format.json_schema: required")
-            else:
-                if not isinstance(js.get("name"), str) or not _OPENAI_NAME.match(js.get("name") or ""):
-                    problems.append("response_format.json_schema.name: must match ^[a-zA-Z0-9_-]{1,64}$")
-                if not isinstance(js.get("schema"), dict):
-                    problems.append("response_format.json_schema.schema: must be a JSON Schema object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        problems.append("messages: a non-empty list is required")
-        return problems
-    pending: dict[str, str] = {}  # tool call id -> the assistant message that made it
-    for i, m in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in _OPENAI_MSG_KEYS:
-            problems.append(f"{where}: role must be one of {', '.join(_OPENAI_MSG_KEYS)}")
-            continue
-        role = m["role"]
-        extra = set(m) - _OPENAI_MSG_KEYS[role]
-        if extra:
-            problems.append(f"{where}: Additional properties are not allowed ({', '.join(sorted(extra))} "
-                            f"{'was' if len(extra) == 1 else 'were'} unexpected)")
-        if role != "tool" and pending:
-            problems.append(f"{where}: An assistant message with 'tool_calls' must be followed by tool messages "
-                            f"responding to each 'tool_call_id'. Missing: {', '.join(sorted(pending))}")
-            pending = {}
-        if role == "assistant":
-            calls = m.get("tool_calls")
-            if m.get("content") is None and not calls:
-                problems.append(f"{where}: an assistant message needs content or tool_calls")
-            if m.get("content") is not None:
-                _openai_content(m["content"], where, problems, role=role)
-            if calls is not None:
-                if not isinstance(calls, list) or not calls:
-                    problems.append(f"{where}.tool_calls: must be a non-empty list")
-                    continue
-                for j, call in enumerate(calls):
-                    cw = f"{where}.tool_calls[{j}]"
-                    fn = call.get("function") if isinstance(call, dict) else None
-                    if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call.get("id"):
-                        problems.append(f"{cw}.id: a non-empty string is required")
-                        continue
-                    if call.get("type") != "function" or not isinstance(fn, dict):
-                        problems.append(f"{cw}: must be {{\"id\", \"type\": \"function\", \"function\"}}")
-                        continue
-                    if not isinstance(fn.get("name"), str) or not fn.get("name"):
-                        problems.append(f"{cw}.function.name: required")
-                    if not isinstance(fn.get("arguments"), str):
-                        problems.append(f"{cw}.function.arguments: must be a string (JSON text)")
-                    if call["id"] in pending:
-                        problems.append(f"{cw}.id: duplicate tool call id {call['id']!r}")
-                    pending[call["id"]] = where
-        elif role == "tool":
-            tcid = m.get("tool_call_id")
-            if not isinstance(tcid, str) or not tcid:
-                problems.append(f"{where}.tool_call_id: a non-empty string is required")
-            elif tcid not in pending:
-                problems.append(f"{where}: Invalid parameter: messages with role 'tool' must be a response to a "
-                                f"preceding message with 'tool_calls' (tool_call_id {tcid!r} answers none)")
-            else:
-                del pending[tcid]
-            _openai_content(m.get("content"), where, problems, role=role)
-        else:
-            if "content" not in m:
-                problems.append(f"{where}.content: required")
-            else:
-                _openai_content(m["content"], where, problems, role=role)
-    if pending:
-        problems.append("An assistant message with 'tool_calls' must be followed by tool messages responding to "
-                        f"each 'tool_call_id'. Missing: {', '.join(sorted(pending))}")
-    return problems
-
-
-_ANTHROPIC_TOP = {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "temperature", "top_p",
-                  "top_k", "stop_sequences", "stream", "metadata", "thinking", "service_tier"}
-
-
-def _anthropic_blocks(content: Any, where: str, role: str, problems: list[str]) -> list[dict]:
-    if isinstance(content, str):
-        if not content:
-            problems.append(f"{where}: all messages must have non-empty content except for the optional final "
-                            "assistant message")
-        return [{"type": "text", "text": content}]
-    if not isinstance(content, list) or not content:
-        problems.append(f"{where}.content: must be a non-empty string or a non-empty list of content blocks")
-        return []
-    blocks = []
-    for j, b in enumerate(content):
-        bw = f"{where}.content.{j}"
-        kind = b.get("type") if isinstance(b, dict) else None
-        if kind == "text":
-            if not isinstance(b.get("text"), str) or not b["text"]:
-                problems.append(f"{bw}: text content blocks must be non-empty")
-            extra = set(b) - {"type", "text", "cache_control", "citations"}
-        elif kind == "image":
-            if not isinstance(b.get("source"), dict):
-                problems.append(f"{bw}.source: required")
-            extra = set(b) - {"type", "source", "cache_control"}
-        elif kind == "tool_use":
-            if role != "assistant":
-                problems.append(f"{bw}: tool_use blocks are only allowed in assistant messages")
-            if not isinstance(b.get("id"), str) or not b.get("id"):
-                problems.append(f"{bw}.id: required")
-            if not isinstance(b.get("name"), str) or not b.get("name"):
-                problems.append(f"{bw}.name: required")
-            if not isinstance(b.get("input"), dict):
-                problems.append(f"{bw}.input: must be an object")
-            extra = set(b) - {"type", "id", "name", "input", "cache_control"}
-        elif kind == "tool_result":
-            if role != "user":
-                problems.append(f"{bw}: tool_result blocks are only allowed in user messages")
-            if not isinstance(b.get("tool_use_id"), str) or not b.get("tool_use_id"):
-                problems.append(f"{bw}.tool_use_id: required")
-            c = b.get("content")
-            if c is not None and not isinstance(c, str) and not (
-                    isinstance(c, list) and all(isinstance(x, dict) and x.get("type") in ("text", "image") for x in c)):
-                problems.append(f"{bw}.content: must be a string or a list of text/image blocks")
-            if "is_error" in b and not isinstance(b["is_error"], bool):
-                problems.append(f"{bw}.is_error: must be a boolean")
-            extra = set(b) - {"type", "tool_use_id", "content", "is_error", "cache_control"}
-        else:
-            problems.append(f"{bw}.type: unknown content block type {kind!r}")
-            continue
-        if extra:
-            problems.append(f"{bw}.{min(extra)}: Extra inputs are not permitted")
-        blocks.append(b)
-    return blocks
-
-
-def validate_anthropic(body: Any, headers: Mapping[str, str] | None = None) -> list[str]:
-    """Problems with a Messages request (empty when it is valid)."""
-    problems: list[str] = []
-    if headers is not None:
-        version = headers.get("anthropic-version")
-        if not version:
-            problems.append("anthropic-version: header is required")
-        elif version not in ANTHROPIC_VERSIONS:
-            problems.append(f"anthropic-version: {version!r} is not a valid version")
-    if not isinstance(body, dict):
-        return problems + ["the request body must be a JSON object"]
-    for key in body:
-        if key not in _ANTHROPIC_TOP:
-            problems.append(f"{key}: Extra inputs are not permitted")
-    if not isinstance(body.get("model"), str) or not body.get("model"):
-        problems.append("model: Field required")
-    mt = body.get("max_tokens")
-    if mt is None:
-        problems.append("max_tokens: Field required")
-    elif not isinstance(mt, int) or isinstance(mt, bool) or mt < 1:
-        problems.append(f"max_tokens: must be an integer >= 1, got {mt!r}")
-    if body.get("stream"):
-        problems.append("stream: streaming is not supported by the fake server")
-    _check_sampling(body, problems, temp_max=1)
-    if body.get("top_k") is not None and (not isinstance(body["top_k"], int) or body["top_k"] < 0):
-        problems.append("top_k: must be an integer >= 0")
-    system = body.get("system")
-    if system is not None and not isinstance(system, str) and not (
-            isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text"
-                                             and isinstance(b.get("text"), str) and b["text"] for b in system)):
-        problems.append("system: must be a string or a list of non-empty text blocks")
-    names: list[str] = []
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            problems.append("tools: must be a list")
-            tools = []
-        for i, t in enumerate(tools):
-            where = f"tools.{i}"
-            if not isinstance(t, dict):
-                problems.append(f"{where}: must be an object")
-                continue
-            extra = set(t) - {"name", "description", "input_schema", "cache_control", "type"}
-            if extra:
-                problems.append(f"{where}.{min(extra)}: Extra inputs are not permitted")
-            if t.get("type") not in (None, "custom"):
-                problems.append(f"{where}.type: unsupported tool type {t.get('type')!r}")
-            name = t.get("name")
-            if not isinstance(name, str) or not _ANTHROPIC_NAME.match(name):
-                problems.append(f"{where}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
-            else:
-                names.append(name)
-            if "description" in t and not isinstance(t["description"], str):
-                problems.append(f"{where}.description: must be a string")
-            if "input_schema" not in t:
-                problems.append(f"{where}.input_schema: Field required")
-            else:
-                _check_schema(t["input_schema"], f"{where}.input_schema", problems)
-        if len(set(names)) != len(names):
-            problems.append("tools: Tool names must be unique.")
-    choice = body.get("tool_choice")
-    if choice is not None:
-        if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
-            problems.append("tool_choice.type: must be auto, any, tool or none")
-        elif choice["type"] == "tool" and choice.get("name") not in names:
-            problems.append(f"tool_choice.name: {choice.get('name')!r} is not one of the offered tools")
-        elif choice["type"] in ("any", "tool") and not names:
-            problems.append("tool_choice: requires tools")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        problems.append("messages: a non-empty list is required")
-        return problems
-    prev_tool_uses: list[str] = []
-    seen_ids: set[str] = set()
-    for i, m in enumerate(messages):
-        where = f"messages.{i}"
-        if not isinstance(m, dict):
-            problems.append(f"{where}: must be an object")
-            continue
-        role = m.get("role")
-        if role == "system":
-            problems.append(f'{where}: Unexpected role "system". The Messages API accepts a top-level `system` '
-                            'parameter, not "system" as an input message role.')
-            continue
-        if role not in ("user", "assistant"):
-            problems.append(f"{where}.role: must be user or assistant, got {role!r}")
-            continue
-        if i == 0 and role != "user":
-            problems.append('messages: first message must use the "user" role')
-        if set(m) - {"role", "content"}:
-            problems.append(f"{where}.{min(set(m) - {'role', 'content'})}: Extra inputs are not permitted")
-        blocks = _anthropic_blocks(m.get("content"), where, role, problems)
-        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
-        if prev_tool_uses:
-            missing = [t for t in prev_tool_uses if t not in results] if role == "user" else prev_tool_uses
-            if missing:
-                problems.append(f"{where}: `tool_use` ids were found without `tool_result` blocks immediately after: "
-                                f"{', '.join(missing)}. Each `tool_use` block must have a corresponding "
-                                "`tool_result` block in the next message.")
-        unexpected = [r for r in results if r not in prev_tool_uses]
-        if unexpected:
-            problems.append(f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                            f"{', '.join(map(str, unexpected))}. Each `tool_result` block must have a corresponding "
-                            "`tool_use` block in the previous message.")
-        if results:
-            first_other = next((k for k, b in enumerate(blocks) if b.get("type") != "tool_result"), len(blocks))
-            if any(b.get("type") == "tool_result" for b in blocks[first_other:]):
-                problems.append(f"{where}: tool_result blocks must come before any other content")
-        prev_tool_uses = []
-        if role == "assistant":
-            for b in blocks:
-                if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
-                    if b["id"] in seen_ids:
-                        problems.append(f"{where}: `tool_use` ids must be unique ({b['id']})")
-                    seen_ids.add(b["id"])
-                    prev_tool_uses.append(b["id"])
-    if prev_tool_uses:
-        problems.append(f"messages: the final assistant message has `tool_use` blocks ({', '.join(prev_tool_uses)}) "
-                        "without a following user message with their `tool_result` blocks")
-    return problems
-
-
-# --- answers in each API's shape ------------------------------------------------------------------
-
-
-def _count(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
-
-
-def _openai_error(status: int, message: str, kind: str | None, code: str | None = None) -> dict:
-    default = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-               429: "rate_limit_error"}.get(status, "server_error")
-    return {"error": {"message": message, "type": kind or default, "param": None, "code": code}}
-
-
-def _anthropic_error(status: int, message: str, kind: str | None) -> dict:
-    default = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-               529: "overloaded_error"}.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind or default, "message": message}}
-
-
-# --- the server -------------------------------------------------------------------------------------
-
-
 ScriptItem = Reply | Callable[[RecordedRequest], Reply]
+
+
+@dataclass
+class _Stream:
+    """A streamed answer: its server-sent events, in order."""
+
+    events: list[bytes]
 
 
 class FakeModelServer:
@@ -727,12 +360,14 @@ class FakeModelServer:
     `api_key`: the key every request must carry (None: no auth check). `script`: replies in order.
     `responder`: answers once the script is used up (default `RuleResponder()`). `echo_key_in_errors`:
     a 401 quotes the key the client sent (some proxies do; tests use it to prove clients mask keys).
+    `models`: the ids `GET /v1/models` lists (the CLIs ask at start; any model name is still answered).
     """
 
     def __init__(self, *, api_key: str | None = None, script: Iterable[ScriptItem] | None = None,
                  responder: Callable[[RecordedRequest], Reply] | None = None, host: str = "127.0.0.1",
-                 port: int = 0, echo_key_in_errors: bool = False) -> None:
+                 port: int = 0, echo_key_in_errors: bool = False, models: Iterable[str] = ("fake-model",)) -> None:
         self.api_key = api_key
+        self.models = list(models)
         self._script: list[ScriptItem] = list(script or [])
         self.responder = responder or RuleResponder()
         self.host = host
@@ -846,14 +481,23 @@ class FakeModelServer:
         except Exception as exc:  # a bug in a scripted callable: answer 500, say what broke
             status, body, extra_headers = 500, {"error": {"message": f"fake server error: {exc!r}",
                                                           "type": "server_error"}}, {}
+        extra = [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in extra_headers.items()]
+        if isinstance(body, _Stream):  # server-sent events, one body chunk per event
+            head = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+            await send({"type": "http.response.start", "status": status, "headers": head + extra})
+            for event in body.events:
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+            return
         payload = json.dumps(body).encode() if not isinstance(body, bytes) else body
         out = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-        out += [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in extra_headers.items()]
-        await send({"type": "http.response.start", "status": status, "headers": out})
+        await send({"type": "http.response.start", "status": status, "headers": out + extra})
         await send({"type": "http.response.body", "body": payload})
 
     async def _handle(self, method: str, path: str, headers: dict, raw: bytes) -> tuple[int, Any, dict]:
-        apis: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+        apis: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic",
+                                "/v1/responses": "responses"}
+        path = path.rstrip("/") or "/"
         api = apis.get(path)
         try:
             body = json.loads(raw) if raw else None
@@ -867,20 +511,25 @@ class FakeModelServer:
             rec.status = status
             return status, payload, extra or {}
 
+        side = self._side_endpoint(rec)
+        if side is not None:
+            return answer(*side)
         if api is None:
             rec.problems.append(f"unknown path {path}")
             return answer(404, {"error": {"message": f"Not found: {method} {path}", "type": "not_found_error"}})
-        error = _openai_error if api == "openai" else (lambda s, m, k, c=None: _anthropic_error(s, m, k))
+        error = (openai_error if api == "openai" else wire_responses.responses_error if api == "responses"
+                 else (lambda s, m, k, c=None: anthropic_error(s, m, k)))
         if method != "POST":
             rec.problems.append(f"method {method} not allowed")
             return answer(405, error(405, f"Method {method} not allowed", "invalid_request_error"))
-        auth_problem = self._check_auth(api, headers)
+        auth_problem = self._check_auth("anthropic" if api == "anthropic" else "openai", headers)
         if auth_problem:
             rec.problems.append(auth_problem)
             return answer(401, error(401, auth_problem, None, "invalid_api_key"))
         if not isinstance(body, dict) and headers.get("content-type", "").split(";")[0].strip() != "application/json":
             rec.problems.append("content-type must be application/json")
-        rec.problems += validate_openai(body) if api == "openai" else validate_anthropic(body, headers)
+        rec.problems += (validate_openai(body) if api == "openai" else wire_responses.validate_responses(body)
+                         if api == "responses" else validate_anthropic(body, headers))
         if rec.problems:
             return answer(400, error(400, "; ".join(rec.problems), "invalid_request_error"))
 
@@ -901,8 +550,57 @@ class FakeModelServer:
             return answer(reply.status, raw_body, extra)
         if reply.status != 200:
             return answer(reply.status, error(reply.status, reply.error_message, reply.error_type), extra)
-        return answer(200, self._openai_body(rec, reply) if api == "openai" else self._anthropic_body(rec, reply),
-                      extra)
+        assert isinstance(body, dict)  # validation refused anything else
+        stream = bool(body.get("stream"))
+        if api == "openai":
+            completion = self._openai_body(rec, reply)
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return answer(200, _Stream(openai_stream(completion, include_usage=include_usage)) if stream
+                          else completion, extra)
+        if api == "responses":
+            response = self._responses_body(rec, reply)
+            return answer(200, _Stream(wire_responses.responses_stream(response)) if stream else response, extra)
+        message = self._anthropic_body(rec, reply)
+        return answer(200, _Stream(anthropic_stream(message)) if stream else message, extra)
+
+    def _side_endpoint(self, rec: RecordedRequest) -> tuple[int, Any] | None:
+        """The calls CLIs make besides the conversation: list models, one model, count tokens (Anthropic)."""
+        path, method = rec.path, rec.method
+        anthropic = "anthropic-version" in rec.headers
+        if path == "/v1/messages/count_tokens" and method == "POST":
+            rec.api = "anthropic"
+            problem = self._check_auth("anthropic", rec.headers)
+            if problem:
+                rec.problems.append(problem)
+                return 401, anthropic_error(401, problem, None)
+            body = rec.body if isinstance(rec.body, dict) else None
+            if body is not None and "max_tokens" in body:
+                rec.problems.append("max_tokens: Extra inputs are not permitted")
+            # the same checks as a Messages request, which needs max_tokens and has no stream
+            probe = {**body, "max_tokens": 1024} if body is not None else rec.body
+            rec.problems += validate_anthropic(probe, rec.headers)
+            if rec.problems:
+                return 400, anthropic_error(400, "; ".join(rec.problems), "invalid_request_error")
+            return 200, {"input_tokens": count_tokens(json.dumps(rec.messages)) + count_tokens(rec.system)}
+        if method != "GET" or not (path == "/v1/models" or path.startswith("/v1/models/")):
+            return None
+        problem = self._check_auth("anthropic" if anthropic else "openai", rec.headers)
+        if problem:
+            rec.problems.append(problem)
+            return 401, (anthropic_error(401, problem, None) if anthropic else openai_error(401, problem, None))
+        ids = list(dict.fromkeys(self.models + [r.model for r in self.requests if isinstance(r.model, str)]))
+        if anthropic:
+            cards: list[dict[str, Any]] = [{"type": "model", "id": m, "display_name": m,
+                                            "created_at": "2025-01-01T00:00:00Z"} for m in ids]
+        else:
+            cards = [{"id": m, "object": "model", "created": 1735689600, "owned_by": "fake"} for m in ids]
+        if path == "/v1/models":
+            if anthropic:
+                return 200, {"data": cards, "has_more": False, "first_id": ids[0] if ids else None,
+                             "last_id": ids[-1] if ids else None}
+            return 200, {"object": "list", "data": cards}
+        wanted = path.removeprefix("/v1/models/")
+        return 200, next((c for c in cards if c["id"] == wanted), {**cards[0], "id": wanted} if cards else {})
 
     def _check_auth(self, api: Api, headers: Mapping[str, str]) -> str | None:
         if self.api_key is None:
@@ -932,7 +630,7 @@ class FakeModelServer:
     def _usage(self, rec: RecordedRequest, reply: Reply, out_text: str) -> tuple[int, int]:
         if reply.usage is not None:
             return reply.usage
-        return _count(json.dumps(rec.body.get("messages"))) + _count(rec.system), _count(out_text)
+        return count_tokens(json.dumps(rec.body.get("messages"))) + count_tokens(rec.system), count_tokens(out_text)
 
     def _openai_body(self, rec: RecordedRequest, reply: Reply) -> dict:
         text = reply.text
@@ -951,6 +649,15 @@ class FakeModelServer:
                                                  "logprobs": None}],
                 "usage": {"prompt_tokens": inp, "completion_tokens": outp, "total_tokens": inp + outp}}
 
+    def _responses_body(self, rec: RecordedRequest, reply: Reply) -> dict:
+        text = json.dumps(reply.json) if reply.json is not None else reply.text
+        calls = [(self._next_id("call_"), n, a if isinstance(a, str) else json.dumps(a)) for n, a in reply.tool_calls]
+        inp = count_tokens(json.dumps(rec.body.get("input"))) + count_tokens(rec.system)
+        usage = reply.usage or (inp, count_tokens((text or "") + json.dumps(calls)))
+        return wire_responses.response_object(
+            response_id=self._next_id("resp_"), model=rec.model, created=int(time.time()), text=text, calls=calls,
+            usage=usage, message_id=self._next_id("msg_"), incomplete=reply.stop == "length")
+
     def _anthropic_body(self, rec: RecordedRequest, reply: Reply) -> dict:
         content: list[dict] = []
         calls = list(reply.tool_calls)
@@ -962,6 +669,10 @@ class FakeModelServer:
                 content.append({"type": "text", "text": json.dumps(reply.json)})
         if reply.text:
             content.insert(0, {"type": "text", "text": reply.text})
+        thinking = (rec.body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+        if reply.thinking and thinking:
+            content.insert(0, {"type": "thinking", "thinking": reply.thinking,
+                               "signature": self._next_id("sig_")})
         for name, args in calls:
             content.append({"type": "tool_use", "id": self._next_id("toolu_"), "name": name, "input": args})
         if reply.tool_calls or (reply.json is not None and rec._output_tool()):
