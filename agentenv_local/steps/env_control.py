@@ -46,13 +46,30 @@ class RpcError(Exception):
         self.code = code
 
 
+def deployment(ctx: StepContext, env_id: str, env_step_id: str | None = None) -> dict:
+    """The run's deployment of `env_id`: the latest, or (the reference's `env_step_id`) the one that deploy_env step
+    made; a step id that made none of them is an error naming the ones that did."""
+    if env_step_id is None:
+        return ctx.deployed_env(env_id)
+    matches = [r for r in ctx.state.get("deployed_envs", [])
+               if env_id in (r.get("env_id"), r.get("instance_id")) and not r.get("torn_down")]
+    for record in reversed(matches):
+        if record.get("step_id") == env_step_id:
+            return record
+    if not matches:
+        return ctx.deployed_env(env_id)  # its error: not deployed at all
+    raise StepError(f"step {ctx.step.id!r}: env_step_id {env_step_id!r} names no deployment of env {env_id!r} "
+                    f"(deployed by: {', '.join(str(r.get('step_id')) for r in matches)})",
+                    hint="name the deploy_env step whose deployment this step is for")
+
+
 class EnvGateway:
     """A small HTTP client for one deployed env's gateway (used by the env steps and load_artifact)."""
 
-    def __init__(self, ctx: StepContext, env_id: str, timeout: float = 30.0):
+    def __init__(self, ctx: StepContext, env_id: str, timeout: float = 30.0, env_step_id: str | None = None):
         self.ctx = ctx
         self.env_id = env_id
-        self.record = ctx.deployed_env(env_id)
+        self.record = deployment(ctx, env_id, env_step_id)
         url = self.record.get("gateway_url")
         if not url:
             raise StepError(f"step {ctx.step.id!r}: env {env_id!r} has no gateway_url in its deploy record",
@@ -517,15 +534,14 @@ class SnapshotEnvStep(EnvStep):
     include_env_changes: bool = False
     export_timeout_seconds: float = Field(default=600, gt=0)
     # The reference's, accepted (cloud_only_fields says why each has no local meaning).
+    env_step_id: str | None = None  # which deploy_env step's deployment of env_id (the latest when unset)
     env_instance_id: str | None = None
-    env_step_id: str | None = None
     gateway_url: str | None = None
     original_universe_artifact_id: str | None = None
 
     cloud_only_fields: ClassVar[dict[str, str]] = {
         "env_instance_id": "the reference snapshots an instance outside the run; a local run snapshots its "
                            "deployment of env_id",
-        "env_step_id": "not implemented locally yet: a run snapshots its one deployment of env_id",
         "gateway_url": "the reference snapshots a gateway outside the run; a local run snapshots its deployment "
                        "of env_id",
         "original_universe_artifact_id": "the reference's provenance link to the universe an env was seeded from",
@@ -537,7 +553,7 @@ class SnapshotEnvStep(EnvStep):
     async def execute(self, ctx: StepContext) -> None:
         exported: dict[str, bytes] = {}  # service -> its <service>.json
         records: dict[str, tuple[str, bytes]] = {}  # metadata key -> (file name, bytes): not state
-        async with EnvGateway(ctx, self.env_id, self.export_timeout_seconds) as gw:
+        async with EnvGateway(ctx, self.env_id, self.export_timeout_seconds, self.env_step_id) as gw:
             children = await gw.children()
             if not children:
                 raise StepError(f"step {self.id!r}: env {self.env_id!r} lists no services to snapshot")
@@ -691,7 +707,7 @@ async def load_into_env(step: Any, ctx: StepContext, loads: list[tuple[dict, str
     service a file is named after (`<service>.json` or `<service>/...`); the env-level data plane when the env
     has one service; else every service whose card accepts that file type.
     """
-    async with EnvGateway(ctx, step.env_id, step.timeout_seconds) as gw:
+    async with EnvGateway(ctx, step.env_id, step.timeout_seconds, getattr(step, "env_step_id", None)) as gw:
         children = await gw.children()
         if step.environment_name and step.environment_name not in children:
             raise StepError(f"step {step.id!r}: env {step.env_id!r} has no service {step.environment_name!r} "

@@ -63,12 +63,11 @@ class LoadArtifactStep(Step):
     urls: list[str | dict[str, str]] | None = None  # files fetched into the sandbox (steps/url_loads.py)
     artifact_from_step_id: str | None = None  # what an earlier collect_artifacts or snapshot_env step stored
     container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name
-    # The reference's, accepted (cloud_only_fields says why each has no local meaning).
-    env_step_id: str | None = None
+    env_step_id: str | None = None  # with env_id: which deploy_env step's deployment (the latest when unset)
+    # The reference's, accepted (cloud_only_fields says why it has no local meaning).
     snapshot_after_load: bool | None = None
 
     cloud_only_fields: ClassVar[dict[str, str]] = {
-        "env_step_id": "not implemented locally yet: a run loads into the one deployment of env_id",
         "snapshot_after_load": "the reference snapshots its cloud VM after a load; local sandboxes are not snapshotted",
     }
 

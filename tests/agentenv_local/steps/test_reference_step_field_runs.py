@@ -437,3 +437,31 @@ def test_collect_artifacts_from_a_computer_use_env_through_its_tools(run, tmp_pa
     assert read_files(run.store, doc) == {"report.md": b"# done", "sub/data.bin": b"\x00\x01\xff"}
     listed = run.metadata["collected_artifacts"]["listed"]
     assert sorted(listed["files"]) == ["report.md"] and listed["missing"] == ["gone.txt"]
+
+
+# --- env_step_id: which deploy_env step's deployment of an env a step works on --------------------------------
+
+def test_env_step_id_picks_the_deployment_a_deploy_env_step_made(run):
+    from kits.data_plane import rpc
+    from kits.env_steps import deployed_env, example, seed
+
+    from agentenv_local.artifacts import universe_members
+
+    with deployed_env(run, "office", {"mail": example("mail")}) as (seeded, _a), \
+            deployed_env(run, "office", {"mail": example("mail")}) as (_empty, _b):
+        first, second = run.state["deployed_envs"]
+        first["step_id"], second["step_id"] = "env_a", "env_b"
+        rpc(seeded, "data/add", {"parts": [{"kind": "data", "data": seed("mail")}]}, child="mail")
+        for step_id, env_step_id in (("snap_a", "env_a"), ("snap_latest", None)):
+            run.execute(run.step({"id": step_id, "type": "snapshot_env", "env_id": "office",
+                                  **({"env_step_id": env_step_id} if env_step_id else {})}))
+        with pytest.raises(StepError, match=r"env_step_id 'env_c' names no deployment of env 'office' "
+                                            r"\(deployed by: env_a, env_b\)"):
+            run.execute(run.step({"id": "snap_c", "type": "snapshot_env", "env_id": "office", "env_step_id": "env_c"}))
+    sizes = {}
+    for step_id in ("snap_a", "snap_latest"):
+        ref = run.metadata["env_snapshotted_universes"][step_id]
+        doc = run.store.documents.find("artifacts", ref["id"], ref["version"])
+        [member] = universe_members(run.store, doc)
+        sizes[step_id] = len(member.data)
+    assert sizes["snap_a"] > sizes["snap_latest"]  # env_a holds the seeded mail; the latest (env_b) is empty
