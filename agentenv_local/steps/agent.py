@@ -396,7 +396,7 @@ class PromptAgentStep(Step):
     effort: str | None = None
     harness: str | None = None
     agentenv_tools: list[str] | None = None
-    user_a2a_url: str | None = None
+    user_a2a_url: str | None = None  # a human counterpart's A2A URL instead of a deployed user simulator
     snapshot_config: dict[str, Any] | None = None
     live_trajectory: bool = False
 
@@ -407,8 +407,6 @@ class PromptAgentStep(Step):
         "effort": "a reasoning effort of the reference's harnesses; local agents take none",
         "harness": "the reference's agent harness (claude code, ...); a local agent is what deploy_agent deployed",
         "agentenv_tools": "the reference's built-in harness tools; local agents get the envs' MCP tools",
-        "user_a2a_url": "not implemented locally yet: deploy the person's endpoint with deploy_human_agent "
-                        "and name it in user_agent_name",
         "snapshot_config": "periodic agent snapshots are not taken locally yet; use snapshot_agent_state",
         "live_trajectory": "the reference's live trajectory follower; `agentenv runs` shows the trajectory",
     }
@@ -421,9 +419,9 @@ class PromptAgentStep(Step):
 
     def config_problems(self) -> list[str]:
         problems = []
-        if self.max_conversation_turns > 1 and not self.user_agent_name:
+        if self.max_conversation_turns > 1 and not (self.user_agent_name or self.user_a2a_url):
             problems.append("user_agent_name: a conversation of more than one turn needs a user simulator (an agent "
-                            "deployed with deploy_agent, e.g. a scripted one) or a human agent")
+                            "deployed with deploy_agent, e.g. a scripted one), a human agent, or user_a2a_url")
         reserved = sorted(set(self.model_params or {}) & MODEL_PARAMS_RESERVED)
         if reserved:
             problems.append(f"model_params: may not set {', '.join(reserved)} (the agent sets these itself)")
@@ -438,7 +436,11 @@ class PromptAgentStep(Step):
         agent = deployed_agent(ctx, self.agent_name)
         prompt_id = self.prompt_id or self.id
         context_id = self._context_id(ctx)
-        user = deployed_agent(ctx, self.user_agent_name) if self.user_agent_name else None
+        if self.user_a2a_url:  # the reference's human counterpart at a URL: nothing of the run's, nothing configured
+            url = self.user_a2a_url.rstrip("/").removesuffix("/a2a")  # the agent's base URL, as records hold it
+            user: dict | None = {"agent_name": self.user_agent_name or "human_agent", "a2a_url": url, "human": True}
+        else:
+            user = deployed_agent(ctx, self.user_agent_name) if self.user_agent_name else None
         started = time.monotonic()
         turns: list[dict[str, Any]] = []
         async with A2AClient(agent["a2a_url"], timeout=min(self.timeout_seconds, 60)) as client:
@@ -448,7 +450,7 @@ class PromptAgentStep(Step):
                                         ("output_format", self.output_format), ("max_turns", self.max_turns),
                                         ("model_params", self.model_params)) if v is not None}
             self._note_unsent(ctx, self.agent_name, config, await set_agent_config(client, await client.card(), config))
-            if user is not None:
+            if user is not None and not self.user_a2a_url:
                 await self._configure_user(ctx, user)
             message: Any = self.parts if self.parts else self.prompt
             task = None

@@ -465,3 +465,26 @@ def test_env_step_id_picks_the_deployment_a_deploy_env_step_made(run):
         [member] = universe_members(run.store, doc)
         sizes[step_id] = len(member.data)
     assert sizes["snap_a"] > sizes["snap_latest"]  # env_a holds the seeded mail; the latest (env_b) is empty
+
+
+# --- prompt_agent.user_a2a_url: a counterpart at a URL instead of a deployed user simulator --------------------
+
+def test_user_a2a_url_talks_to_a_counterpart_the_run_did_not_deploy(run):
+    from kits.agents import serving_agent
+
+    from agentenv_local.agents.scripted import ScriptedAgent
+
+    solver_plan = {"turns": [[{"reply": "first: {input}"}], [{"reply": "second: {input}"}]]}
+    person_plan = {"turns": [[{"reply": "tell me more"}]]}
+    with serving_agent(ScriptedAgent(plan=solver_plan)) as solver, \
+            serving_agent(ScriptedAgent(plan=person_plan)) as person:
+        run.state["deployed_agents"].append({"agent_name": "solver", "a2a_url": solver})
+        step = run.step({"id": "chat", "type": "prompt_agent", "agent_name": "solver", "prompt": "hi",
+                         "max_conversation_turns": 2, "user_a2a_url": person + "/a2a"})
+        assert step.config_problems() == []
+        run.execute(step)
+    [response] = run.state["prompt_responses"]
+    assert [(t["response"], t.get("user_reply")) for t in response["turns"]] == [
+        ("first: hi", "tell me more"), ("second: tell me more", None)]
+    assert run.step({"id": "c", "type": "prompt_agent", "prompt": "hi", "max_conversation_turns": 2}
+                    ).config_problems()[0].endswith("a human agent, or user_a2a_url")
