@@ -36,6 +36,7 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 def bundle(root: Path) -> Path:
+    (root / ".agentenv").mkdir(exist_ok=True)  # this project's own state, whatever lies above tmp_path
     b = root / "typed"
     write(b, {
         "artifacts/crm-seed/artifact.toml": 'type = "environment"\nenvironment_name = "crm"\n',

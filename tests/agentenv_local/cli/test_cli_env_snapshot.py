@@ -16,7 +16,7 @@ NOTES = {"notes": [{"title": "groceries", "body": "milk, eggs", "tags": ["home"]
 
 def test_snapshot_a_deployed_instance_and_get_its_files(tmp_path):
     project = tmp_path / "proj"
-    project.mkdir()
+    (project / ".agentenv").mkdir(parents=True)  # this project's own state, whatever lies above tmp_path
     cli(project, "up", "--detach", check=True)
     try:
         folder = project / "notes-env"

@@ -13,7 +13,7 @@ PLAN = {"plan": [{"reply": "bot says {input}"}]}
 @pytest.fixture
 def project(tmp_path):
     root = tmp_path / "proj"
-    root.mkdir()
+    (root / ".agentenv").mkdir(parents=True)  # this project's own state, whatever lies above tmp_path
     yield root
     cli(root, "down")
 

@@ -17,6 +17,19 @@ from agentenv_local.errors import ValidationError
 from agentenv_local.hosting.expiry import EXPIRED_REASON, sweep_expired
 
 
+@pytest.fixture
+def session(tmp_path):
+    """An in-process hub with this test's own state (tmp_path/.agentenv, whatever lies above tmp_path)."""
+    from kits.env_deploy import hub_session
+
+    (tmp_path / ".agentenv").mkdir()
+    s = hub_session(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 def _stamp(record: dict) -> datetime:
     return datetime.fromisoformat(record["expires_at_utc"].replace("Z", "+00:00"))
 
@@ -69,7 +82,7 @@ def test_the_hubs_own_sweep_runs_on_its_loop(session):
 
 def test_ttl_options_on_the_deploy_commands(tmp_path):
     project = tmp_path / "proj"
-    project.mkdir()
+    (project / ".agentenv").mkdir(parents=True)  # this project's own state, whatever lies above tmp_path
     cli(project, "up", "--detach", check=True)
     try:
         folder = project / "echo-env"

@@ -5,6 +5,7 @@ rebuilt, and another kind of artifact is refused."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from kits.env_deploy import hub_session
@@ -18,10 +19,12 @@ DOCKERFILE = "ARG BASE\nFROM ${BASE}\nCOPY greeting.txt /opt/greeting.txt\n"
 
 def test_a_docker_image_artifact_builds_into_podmans_store(tmp_path, provider_factory):
     provider = provider_factory()
+    (tmp_path / ".agentenv").mkdir(exist_ok=True)  # this test's own store, whatever lies above tmp_path
     session = hub_session(tmp_path)
     try:
-        doc = typed.put_docker_image(session.store, "@local/demo/img", {"Dockerfile": DOCKERFILE.encode(),
-                                                                      "greeting.txt": b"built from an artifact\n"})
+        image_id = f"@local/demo/img-{uuid.uuid4().hex[:8]}"  # Podman's image store outlives the test's state
+        doc = typed.put_docker_image(session.store, image_id, {"Dockerfile": DOCKERFILE.encode(),
+                                                               "greeting.txt": b"built from an artifact\n"})
         assert doc["body"]["type"] == "docker_image" and doc["body"]["image_name"].startswith("artifact-local-demo")
         first = typed.build_docker_image(session.store, doc, provider)
         assert first["built"] is True and first["ref"].endswith(f"/{doc['body']['image_name']}:v1")
