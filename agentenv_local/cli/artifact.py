@@ -124,10 +124,10 @@ def list_artifacts(artifact_type, limit, as_json):
 
 
 def _add_typed_groups() -> None:
-    """The reference's per-type groups (artifact cli|environment|environment-universe ...)."""
-    from .artifact_typed import cli_group, environment_group, universe_group
+    """The reference's per-type groups (artifact cli|environment|environment-universe|skill ...)."""
+    from .artifact_typed import cli_group, environment_group, skill_group, universe_group
 
-    for group in (cli_group, environment_group, universe_group):
+    for group in (cli_group, environment_group, universe_group, skill_group):
         artifact.add_command(group)
 
 

@@ -190,3 +190,46 @@ def universe_get(artifact_id, version, output_dir):
     root = _write_out(files, output_dir)
     click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of environment_universe {artifact_id} "
                f"v{doc['version']} to {root}.")
+
+
+# --- skill --------------------------------------------------------------------------------------------------
+
+@click.group("skill")
+def skill_group():
+    """Agent Skills folders (SKILL.md and every other file of the folder) as skill artifacts."""
+
+
+@skill_group.command("put")
+@click.option("--id", "artifact_id", required=True, callback=valid_id,
+              help="The skill id; its last segment must be SKILL.md's name.")
+@click.option("--skill-dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The skill's folder: SKILL.md at its root, and any other files (scripts, references).")
+def skill_put(artifact_id, skill_dir):
+    """Store --skill-dir as the next version of a skill (its files as the bundle <id>__files)."""
+    from agentenv_local.artifacts import read_folder
+    from agentenv_local.skills import put_skill
+
+    files = read_folder(skill_dir)
+    with session() as s:
+        doc = put_skill(s.store, artifact_id, files)
+    body = doc["body"]
+    click.echo(f"Created skill {artifact_id} v{doc['version']}: name={body['skill_name']} ({len(files)} file"
+               f"{'s' if len(files) != 1 else ''} in {body['skill_files_id']} v{body['skill_files_version']})")
+    click.echo(f"  description: {body['description']}")
+
+
+@skill_group.command("get")
+@click.option("--id", "artifact_id", required=True)
+@click.option("--version", type=click.IntRange(min=1))
+@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the skill's folder here.")
+def skill_get(artifact_id, version, output_dir):
+    """Write a skill's files (SKILL.md and the rest of its folder) to --output-dir."""
+    from agentenv_local.artifacts import read_files
+
+    with session() as s:
+        doc = _typed(s, artifact_id, version, "skill")
+        files = read_files(s.store, doc)
+    root = _write_out(files, output_dir)
+    click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of skill {artifact_id} v{doc['version']} "
+               f"({doc['body']['skill_name']}) to {root}.")

@@ -92,3 +92,22 @@ def test_universe_put_refuses_bad_members_writing_nothing(project):
     assert project.stored() == before
     err = project.cli("artifact", "environment-universe", "get", "--id", "a", "--output-dir", "o", code=1).stderr
     assert "'a' v1 is a 'environment' artifact, not 'environment_universe'" in err
+
+
+SKILL_MD = b"---\nname: pdf-tools\ndescription: Fill and merge PDF forms.\n---\nRun scripts/fill.py.\n"
+
+
+def test_skill_put_get_keeps_every_file_of_the_folder(project):
+    _tree(project.root / "pdf-tools", {"SKILL.md": SKILL_MD, "scripts/fill.py": b"print('filled')\n",
+                                       "reference/forms.md": b"# forms\n"})
+    out = project.cli("artifact", "skill", "put", "--id", "@local/kit/pdf-tools", "--skill-dir", "pdf-tools").stdout
+    assert "Created skill @local/kit/pdf-tools v1: name=pdf-tools (3 files in @local/kit/pdf-tools__files v1)" in out
+    project.cli("artifact", "skill", "get", "--id", "@local/kit/pdf-tools", "--output-dir", "back")
+    got = {p.relative_to(project.root / "back").as_posix(): p.read_bytes()
+           for p in (project.root / "back").rglob("*") if p.is_file()}
+    assert got == {"SKILL.md": SKILL_MD, "scripts/fill.py": b"print('filled')\n", "reference/forms.md": b"# forms\n"}
+    before = project.stored()
+    err = project.cli("artifact", "skill", "put", "--id", "@local/kit/wrong-name", "--skill-dir", "pdf-tools",
+                      code=1).stderr
+    assert "SKILL.md frontmatter 'name' 'pdf-tools' must be 'wrong-name'" in err
+    assert project.stored()["documents"] == before["documents"]
