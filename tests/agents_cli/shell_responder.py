@@ -33,8 +33,8 @@ def shell_arguments(schema: dict, command: str = COMMAND) -> dict[str, Any]:
 
 def final_text(result: str) -> str:
     # CLIs wrap a command's output (exit code, timing, reminders): the output is the line holding
-    # only a number, else the first line
-    alone = re.search(r"^\s*(-?\d+)\s*$", result, re.M)
+    # only a number (after gemini's `Output:`), else the first line
+    alone = re.search(r"^\s*(?:Output:\s*)?(-?\d+)\s*$", result, re.M)
     shown = alone.group(1) if alone else (result.strip().splitlines() or [""])[0]
     return f"The command printed {shown}. DONE"
 
@@ -43,7 +43,9 @@ class ShellResponder:
     """Tool call first, final text after. `tool` overrides the shell tool's name; `mcp_tool` calls an
     MCP tool (matched by name suffix) with `mcp_args` instead, then answers with its result."""
 
-    def __init__(self, *, mcp_tool: str | None = None, mcp_args: dict[str, Any] | None = None) -> None:
+    def __init__(self, *, mcp_tool: str | None = None, mcp_args: dict[str, Any] | None = None,
+                 command: str = COMMAND) -> None:
+        self.command = command
         self.mcp_tool = mcp_tool
         self.mcp_args = mcp_args or {}
         self.called: list[str] = []
@@ -67,5 +69,5 @@ class ShellResponder:
         if tool is None:  # a side request (title, summary...) or no tool offered: plain text
             return Reply(text="ok")
         self.called.append(tool["name"])
-        args = self.mcp_args if self.mcp_tool else shell_arguments(tool.get("input_schema") or {})
+        args = self.mcp_args if self.mcp_tool else shell_arguments(tool.get("input_schema") or {}, self.command)
         return Reply.tool_call(tool["name"], args)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import MODEL_KEY, clean_env, cli_path, explain, json_lines, run_cli
+from agent_cli_kit import MODEL_KEY, clean_env, cli_path, explain, json_lines, run_cli
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.testing.fake_models import FakeModelServer
