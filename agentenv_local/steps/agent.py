@@ -104,8 +104,8 @@ class DeployAgentStep(Step):
     ttl_seconds: int = Field(default=7200, ge=60, le=1_209_600)
     ready_timeout_seconds: float = Field(default=60, gt=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    env_step_id: str | None = None  # env_ids' deployments by that deploy_env step (the latest when unset)
     # The reference's, accepted (cloud_only_fields says why each has no local meaning).
-    env_step_id: str | None = None
     disk_size_gb: float | None = None
     litellm_base_url: str | None = None
     cpu: float | None = None
@@ -121,7 +121,6 @@ class DeployAgentStep(Step):
     enable_docker: bool = False
 
     cloud_only_fields: ClassVar[dict[str, str]] = {
-        "env_step_id": "not implemented locally yet: name the env in env_ids",
         "disk_size_gb": "the reference's VM disk; a local agent runs in-hub, as a process or a container "
                         "without a disk quota",
         "litellm_base_url": "the reference's model proxy; a local agent's endpoint is the [model] config "
@@ -221,8 +220,10 @@ class DeployAgentStep(Step):
                 if self.env_ids and not has_extension(card, "mcp-config"):
                     raise StepError(f"step {self.id!r}: agent {self.agent_name!r} does not offer mcp-config/v1, so "
                                     "it cannot be given env_ids", hint="drop env_ids, or use an agent that does")
+                from .env_control import deployment
+
                 for env_id in self.env_ids:
-                    env = ctx.deployed_env(env_id)
+                    env = deployment(ctx, env_id, self.env_step_id)  # env_step_id: that deploy_env step's
                     headers = {ROLE_HEADER: self.role} if self.role else {}
                     await client.mcp_config_add(_seen_from(hosted, env["mcp_url"]), headers=headers,
                                                 name=_server_name(env_id))

@@ -488,3 +488,28 @@ def test_user_a2a_url_talks_to_a_counterpart_the_run_did_not_deploy(run):
         ("first: hi", "tell me more"), ("second: tell me more", None)]
     assert run.step({"id": "c", "type": "prompt_agent", "prompt": "hi", "max_conversation_turns": 2}
                     ).config_problems()[0].endswith("a human agent, or user_a2a_url")
+
+
+def test_deploy_agent_env_step_id_binds_the_agent_to_that_deployment(run):
+    import asyncio
+
+    from kits.agents import serving_agent
+    from kits.env_steps import deployed_env, example
+
+    from agentenv_local.agents.client import A2AClient
+    from agentenv_local.agents.scripted import ScriptedAgent
+
+    one, two = {"mail": example("mail")}, {"mail": example("mail")}
+    with deployed_env(run, "office", one), deployed_env(run, "office", two), \
+            serving_agent(ScriptedAgent(plan=[{"reply": "hi"}])) as url:
+        first, second = run.state["deployed_envs"]
+        first["step_id"], second["step_id"] = "env_a", "env_b"
+        run.execute(run.step({"id": "agent", "type": "deploy_agent", "agent_name": "solver", "a2a_url": url,
+                              "env_ids": ["office"], "env_step_id": "env_a"}))
+
+        async def servers() -> str:
+            async with A2AClient(url) as client:
+                return json.dumps(await client.mcp_config_list())
+
+        listed = asyncio.run(servers())
+    assert first["mcp_url"] in listed and second["mcp_url"] not in listed
