@@ -169,7 +169,7 @@ class RubricsVerifierStep(Step):
                                  "\"qwen3:32b\"; see docs/models.md")
         note = self.trajectory_filter.screenshot_note() if self.trajectory_filter else None
         if note:
-            ctx.log(f"step {self.id!r}: {note}", level="note")
+            ctx.log(f"step {self.id!r}: {note}", level="warning")
         response = self._response(ctx)
         criteria = self._criteria()
         evidence = self._evidence(self._as_of_turn(response))

@@ -309,7 +309,7 @@ class Runner:
             error: str | None = None
             detail: str | None = None
             for note in step.cloud_only_notes():  # a reference field set here that means nothing locally
-                ctx.log(note, level="note")
+                ctx.log(note, level="warning")  # shown by `agentenv run` as a note
             try:
                 await step.execute(ctx)
             except asyncio.CancelledError:

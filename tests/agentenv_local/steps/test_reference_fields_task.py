@@ -108,6 +108,7 @@ def test_a_task_using_the_reference_fields_that_matter_locally_validates_and_run
                            ("grade", "judge_batch_size")):
         line = f"step {step_id!r}: field {field!r} is accepted but has no local meaning: "
         assert sum(n.startswith(line) for n in notes_logged) == 1, (line, notes_logged)
+        assert out.stdout.count(f"note: {line}") == 1, out.stdout  # and `agentenv run` shows it
 
 
 def _notes(project: Path, run_id: str) -> list[str]:
