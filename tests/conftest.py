@@ -22,6 +22,26 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 
+def _stray_project_above(folder: Path) -> Path | None:
+    """A `.agentenv/` in a parent of the tests' temporary folders: every test project without its own would
+    find it walking up, and the tests would share one store and hub."""
+    for parent in folder.resolve().parents:
+        if (parent / ".agentenv").is_dir():
+            return parent / ".agentenv"
+    return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_share_no_project(tmp_path_factory):
+    stray = _stray_project_above(tmp_path_factory.getbasetemp())
+    if stray is not None:
+        pytest.exit(f"{stray} makes every test project share one store: remove it (after `agentenv down` there)",
+                    returncode=3)
+    yield
+    left = _stray_project_above(tmp_path_factory.getbasetemp())
+    assert left is None, f"a test left {left} above the temporary folders: it must make its project in tmp_path"
+
+
 @pytest.fixture(autouse=True)
 def _no_agentenv_settings(monkeypatch):
     for key in list(os.environ):
