@@ -17,7 +17,11 @@ clients, and each ratio printed is the median of the rounds' ratios, with their 
   HTTP): target < 1 ms; and the same gateway over HTTP, for reference;
 - --sessions concurrent MCP sessions against the HTTP gateway, one call each: errors and calls/s;
 - when the reference is installed (AGENTENV_REF_SERVER_VENV, default /tmp/agentenv-bench-ref), its gateway in
-  front of the same echo server, for comparison.
+  front of the same echo server, for comparison;
+- the reference's own MCP client, ``agentenv_protocol.ToolSession`` (mcp 1.x's protocol 2025-11-25 with a session
+  id; run in the reference's side venv, AGENTENV_REF_VENV, default .venv-ref), calling echo directly and through
+  the standalone gateway, interleaved one call at a time: target <= 1.15x direct. ``--toolsession-only`` measures
+  just this.
 Nothing here is asserted by the tests.
 """
 
@@ -46,6 +50,33 @@ from gateway_support import hub_instances  # noqa: E402 - bench/ is put on the p
 ECHO = ROOT / "examples" / "envs" / "echo" / "server.py"
 REF_VENV = Path(os.environ.get("AGENTENV_REF_SERVER_VENV") or "/tmp/agentenv-bench-ref")
 RATIO_TARGET = 1.25
+TOOLSESSION_TARGET = 1.15
+CLIENT_VENV = Path(os.environ.get("AGENTENV_REF_VENV") or ROOT / ".venv-ref")  # the reference's ToolSession
+
+# Run by the reference's Python: p50 (ms) of echo calls over one ToolSession per URL, interleaved call by call.
+TOOLSESSION_P50S = '''
+import asyncio, json, statistics, sys, time
+from agentenv_protocol import ToolSession
+
+async def main(urls, calls):
+    sessions = {name: await ToolSession(mcp_url=url).open() for name, url in urls.items()}
+    try:
+        for _ in range(20):
+            for s in sessions.values():
+                await s.call_tool("echo", {"text": "warm"})
+        times = {name: [] for name in sessions}
+        for i in range(calls):
+            for name, s in sessions.items():
+                t = time.perf_counter()
+                await s.call_tool("echo", {"text": f"x{i}"})
+                times[name].append(time.perf_counter() - t)
+    finally:
+        for s in sessions.values():
+            await s.close()
+    return {name: statistics.median(ts) * 1000 for name, ts in times.items()}
+
+print(json.dumps(asyncio.run(main(json.loads(sys.argv[1]), int(sys.argv[2])))))
+'''
 INPROC_TARGET_MS = 1.0
 
 
@@ -186,12 +217,64 @@ async def sessions(mcp_url: str, count: int) -> tuple[int, float]:
     return sum(1 for r in results if isinstance(r, BaseException)), count / elapsed
 
 
+def toolsession_p50s(urls: dict[str, str], calls: int) -> dict[str, float] | None:
+    """p50s (ms) of the reference's ToolSession against each MCP URL (interleaved), or None without its venv."""
+    import json
+
+    python = CLIENT_VENV / "bin" / "python"
+    if not python.is_file():
+        return None
+    out = subprocess.run([str(python), "-c", TOOLSESSION_P50S, json.dumps(urls), str(calls)], capture_output=True,
+                         text=True, check=False, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"the ToolSession client failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout)
+
+
+def print_toolsession(rounds: list[dict[str, float]] | None) -> None:
+    if not rounds:
+        print(f"the reference's ToolSession: not measured (no reference venv at {CLIENT_VENV})")
+        return
+    def ratio(name: str) -> tuple[float, str]:
+        ratios = sorted(r[name] / r["direct"] for r in rounds)
+        spread = f" (rounds {ratios[0]:.2f}-{ratios[-1]:.2f})" if len(ratios) > 1 else ""
+        return statistics.median(ratios), f"ratio {statistics.median(ratios):.2f}x{spread}"
+
+    p50 = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
+    gateway, gateway_text = ratio("gateway")
+    print(f"the reference's ToolSession (2025-11-25, session id): direct p50 {p50['direct']:7.3f} ms")
+    print(f"  through the standalone gateway         p50 {p50['gateway']:7.3f} ms  {gateway_text}  "
+          f"target <= {TOOLSESSION_TARGET}x: {'ok' if gateway <= TOOLSESSION_TARGET else 'MISSED'}")
+    if "forwarder" in p50:
+        print(f"  through a byte-forwarding proxy        p50 {p50['forwarder']:7.3f} ms  {ratio('forwarder')[1]}  "
+              "(the floor of any extra hop)")
+
+
+def toolsession_only(rounds: int, calls: int) -> int:
+    with process(["-m", "agentenv_local.env", str(ECHO), "--port", "0"], r"serving on (http://\S+)") as echo:
+        port = free_port()
+        forwarder = ["-c", (f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
+                            f"from gateway_support import forward; forward({echo!r})")]
+        with process(["-m", "agentenv_local.gateway", "--child", f"echo={echo}/mcp", "--port", str(port)],
+                     r"serving on (http://\S+)") as gw, process(forwarder, r"forwarding on (http://\S+)") as piped:
+            asyncio.run(wait_ready(gw))
+            urls = {"direct": echo + "/mcp", "gateway": gw + "/mcp", "forwarder": piped + "/mcp"}
+            measured = [toolsession_p50s(urls, calls) for _ in range(max(1, rounds))]
+    print(f"{len(measured)} interleaved rounds of {calls} calls per path; p50s are the rounds' medians")
+    print_toolsession([m for m in measured if m is not None])
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (the ratios are their medians)")
+    parser.add_argument("--toolsession-only", action="store_true",
+                        help="measure only the reference's ToolSession, direct and through the gateway")
     args = parser.parse_args()
+    if args.toolsession_only:
+        return toolsession_only(args.rounds, args.calls)
     with process(["-m", "agentenv_local.env", str(ECHO), "--port", "0"], r"serving on (http://\S+)") as echo:
         port = free_port()
         # the floor of any extra hop: a proxy that only pipes bytes (no HTTP, no MCP) in front of the same env
@@ -204,6 +287,8 @@ def main() -> int:
             urls = {"direct": echo + "/mcp", "gateway": gw + "/mcp", "hub_inproc": hub["in_process"],
                     "hub_subproc": hub["subprocess"], "forwarder": piped + "/mcp"}
             rounds = [asyncio.run(interleaved_p50s(urls, args.calls)) for _ in range(max(1, args.rounds))]
+            ts_urls = {"direct": echo + "/mcp", "gateway": gw + "/mcp", "forwarder": piped + "/mcp"}
+            ts_measured = [toolsession_p50s(ts_urls, args.calls) for _ in range(max(1, args.rounds))]
             errors, rate = asyncio.run(sessions(gw + "/mcp", args.sessions))
         ref = None
         with reference_gateway(echo) as ref_base:
@@ -251,6 +336,7 @@ def main() -> int:
     if ref is not None:
         print(f"through the reference's gateway         p50 {ref:7.3f} ms  ratio {ref / direct:.2f}x "
               "(measured after the rounds, against their median direct p50)")
+    print_toolsession([m for m in ts_measured if m is not None])
     print(f"{args.sessions} concurrent MCP sessions: {errors} errors, {rate:.0f} calls/s (session open + 1 call)")
     return 0
 

@@ -1,5 +1,7 @@
-"""The gateway's hot path: ``POST /mcp`` for the 2026 revision's ``tools/call`` and ``tools/list``, answered
-without the mcp server stack, whose per-request tasks, streams and models cost more than the gateway's own work.
+"""The gateway's hot path: ``POST /mcp`` for ``tools/call`` and ``tools/list``, answered without the mcp server
+stack, whose per-request tasks, streams and models cost more than the gateway's own work: on the 2026 revision,
+and on the handshake-era revisions (2024-11-05 .. 2025-11-25, what mcp 1.x clients, the reference's
+``ToolSession`` and most editors speak) once the stack has opened and initialized the session (sessions.py).
 
 Only a request the stack would accept as is takes this path: an allowed Host (agentenv_local/http_guard.py owns
 every refusal), a served modern protocol version in header and
@@ -8,6 +10,12 @@ that takes JSON, a JSON content type, params the method's model validates. Anyth
 other methods, notifications, every malformed or doubtful request) goes, body included, to the stack, which owns
 each rejection and its wording. The answer is the one the stack gives (``Gateway.mcp_fast``; the tests compare
 the two).
+
+A handshake-era request qualifies with an ``Mcp-Session-Id`` of a session the stack holds open and has seen
+initialized, the version it negotiated (or no version header), a content type and Accept the stack's transport
+takes, and params its models validate (no cursor, no progress token, nothing beyond name, arguments and _meta);
+``initialize``, ``DELETE``, the GET stream and everything else stay with the stack. Its answer is JSON (the
+gateway's stack answers JSON, never an event stream) with the session's ``Mcp-Session-Id``.
 
 Two entries share the checks: :class:`McpFastPath`, an ASGI wrapper (any ASGI server), and
 :func:`protocol_class`, a uvicorn HTTP protocol for ``Gateway.serve`` that also skips h11 and the ASGI cycle for
@@ -23,6 +31,7 @@ from .wire import dumps, strict_loads
 
 if TYPE_CHECKING:
     from .server import Gateway
+    from .sessions import HandshakeSession
 
 __all__ = ["McpFastPath", "fast_request", "protocol_class"]
 
@@ -36,6 +45,7 @@ _ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion"
 _ENVELOPE_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 _ENVELOPE_INFO = "io.modelcontextprotocol/clientInfo"
 _modern: frozenset[bytes] | None = None
+_handshake: frozenset[bytes] | None = None
 
 
 def _modern_versions() -> frozenset[bytes]:
@@ -47,13 +57,30 @@ def _modern_versions() -> frozenset[bytes]:
     return _modern
 
 
+def _handshake_versions() -> frozenset[bytes]:
+    global _handshake
+    if _handshake is None:
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        _handshake = frozenset(str(v).encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
+    return _handshake
+
+
+def _json_content_type(value: bytes) -> bool:
+    """What the stack's session transport takes: a type that starts application/json (its security check), one
+    of whose comma-separated parts before any parameter is exactly application/json (its media-type check)."""
+    return (value.lower().startswith(b"application/json")
+            and any(part.strip() == b"application/json" for part in value.split(b";")[0].split(b",")))
+
+
 def _accepts_json(accept: bytes) -> bool:
     types = [part.split(b";")[0].strip().lower() for part in accept.split(b",")]
     return b"*/*" in types or b"application/json" in types or b"application/*" in types
 
 
-def fast_headers(raw: Any) -> tuple[dict[bytes, bytes], str] | None:
-    """(headers by lowercase name, protocol version) when the headers admit the fast path, else None."""
+def fast_headers(raw: Any) -> tuple[dict[bytes, bytes], str | None] | None:
+    """(headers by lowercase name, protocol version) when the headers admit the fast path, else None. The
+    version is None only for a handshake-era session's request that names none (its session's applies)."""
     headers: dict[bytes, bytes] = {}
     for key, value in raw:
         if key in headers and key in _SINGLE or key.startswith(b"mcp-param-"):
@@ -61,23 +88,73 @@ def fast_headers(raw: Any) -> tuple[dict[bytes, bytes], str] | None:
         headers[key] = value
     version = headers.get(b"mcp-protocol-version")
     length = headers.get(b"content-length")
-    if (version not in _modern_versions() or b"mcp-session-id" in headers or b"origin" in headers
-            or b"transfer-encoding" in headers or b"expect" in headers
-            or not headers.get(b"content-type", b"").lower().startswith(b"application/json")
+    content_type = headers.get(b"content-type", b"")
+    if b"mcp-session-id" in headers:  # a handshake-era session's request (a modern version with one: the stack's)
+        if (version is not None and version not in _handshake_versions()) or not _json_content_type(content_type):
+            return None
+    elif version not in _modern_versions() or not content_type.lower().startswith(b"application/json"):
+        return None
+    if (b"origin" in headers or b"transfer-encoding" in headers or b"expect" in headers
             or not _accepts_json(headers.get(b"accept", b""))
             or length is None or not length.isdigit() or int(length) > FAST_MAX_BODY):
         return None
-    return headers, version.decode()
+    return headers, None if version is None else version.decode()
 
 
-def fast_request(gateway: Gateway, headers: dict[bytes, bytes], version: str, body: bytes) -> dict | None:
-    """The decoded request if the fast path may answer it, else None (the stack will)."""
+def fast_request(gateway: Gateway, headers: dict[bytes, bytes], version: str | None,
+                 body: bytes) -> tuple[dict, HandshakeSession | None] | None:
+    """The decoded request (and, on a handshake-era session, that session) if the fast path may answer it, else
+    None (the stack will)."""
     try:
         message = strict_loads(body)
     except ValueError:  # not JSON, or what only json reads (NaN tokens, huge ints): the stack answers it
         return None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None
+    if b"mcp-session-id" in headers:
+        return _session_request(gateway, headers[b"mcp-session-id"].decode("latin-1"), version, message)
+    if version is None:
+        return None
+    modern = _modern_request(gateway, headers, version, message)
+    return None if modern is None else (modern, None)
+
+
+def _session_request(gateway: Gateway, session_id: str, version: str | None,
+                     message: dict) -> tuple[dict, HandshakeSession] | None:
+    """A handshake-era session's tools/call or tools/list, its params as the stack's models read them."""
+    method = message.get("method")
+    params = message.get("params")
+    if (method not in ("tools/call", "tools/list") or type(message.get("id")) not in (int, str)
+            or not message.keys() <= {"jsonrpc", "id", "method", "params"}):
+        return None
+    if method == "tools/call":
+        if not isinstance(params, dict) or not params.keys() <= {"name", "arguments", "_meta"}:
+            return None
+    elif params is not None and not (isinstance(params, dict) and params.keys() <= {"_meta"}):
+        return None  # a cursor: the stack owns pagination
+    meta = (params or {}).get("_meta")
+    if meta is not None and (not isinstance(meta, dict) or "progressToken" in meta):
+        return None  # progress notifications are the stack's
+    session = gateway.handshake_sessions.lookup(session_id, version)
+    if session is None:
+        return None
+    from mcp_types import methods
+    from pydantic import ValidationError
+
+    try:
+        methods.validate_client_request(method, session.version, params)
+        typed = gateway.mcp_server().get_request_handler(method).params_type.model_validate(
+            {} if params is None else params, by_name=False)
+    except (ValidationError, KeyError, AttributeError):
+        return None
+    if method == "tools/call":
+        read = {"name": typed.name, "arguments": typed.arguments, "_meta": typed.meta}
+    else:
+        read = {"_meta": typed.meta}
+    return {"jsonrpc": "2.0", "id": message["id"], "method": method, "params": read}, session
+
+
+def _modern_request(gateway: Gateway, headers: dict[bytes, bytes], version: str, message: dict) -> dict | None:
     method = message.get("method")
     params = message.get("params")
     if (method not in ("tools/call", "tools/list") or type(message.get("id")) not in (int, str)
@@ -157,9 +234,18 @@ def _who(headers: dict[bytes, bytes]) -> dict[str, str]:
     return who
 
 
-async def fast_answer(gateway: Gateway, message: dict, headers: dict[bytes, bytes], version: str) -> tuple[int, bytes]:
-    status, reply = await gateway.mcp_fast(message, _who(headers), version)
+async def fast_answer(gateway: Gateway, message: dict, headers: dict[bytes, bytes], version: str | None,
+                      session: HandshakeSession | None) -> tuple[int, bytes]:
+    status, reply = await gateway.mcp_fast(message, _who(headers), version, session)
     return status, dumps(reply)
+
+
+def _answer_headers(session: HandshakeSession | None) -> list[tuple[bytes, bytes]]:
+    """The headers a fast answer carries beyond its length: as the stack's, the session's id on a session."""
+    headers = [(b"content-type", b"application/json")]
+    if session is not None:
+        headers.append((b"mcp-session-id", session.session_id.encode("latin-1")))
+    return headers
 
 
 class McpFastPath:
@@ -188,8 +274,8 @@ class McpFastPath:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        request = fast_request(self.gateway, headers, version, body)
-        if request is None:
+        fast = fast_request(self.gateway, headers, version, body)
+        if fast is None:
             replayed = False
 
             async def replay() -> dict:
@@ -201,9 +287,10 @@ class McpFastPath:
 
             await self.app(scope, replay, send)
             return
-        status, data = await fast_answer(self.gateway, request, headers, version)
+        request, session = fast
+        status, data = await fast_answer(self.gateway, request, headers, version, session)
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]})
+                    "headers": [(b"content-length", str(len(data)).encode()), *_answer_headers(session)]})
         await send({"type": "http.response.body", "body": data})
 
 
@@ -230,6 +317,7 @@ def protocol_class(gateway: Gateway) -> type:
             self._busy = False  # a fast request is being answered
             self._after = b""  # bytes that came in meanwhile (pipelining), handled once it is answered
             self._close_after = False
+            self._answer_head = b""  # the answer's headers beyond the defaults and its length (_answer_headers)
 
         def _h11_idle(self) -> bool:
             conn = self.conn
@@ -283,9 +371,11 @@ def protocol_class(gateway: Gateway) -> type:
             if len(data) < body_end:
                 self._held = data
                 return True
-            request = fast_request(gateway, headers, version, data[body_start:body_end])
-            if request is None:
+            fast = fast_request(gateway, headers, version, data[body_start:body_end])
+            if fast is None:
                 return False
+            request, session = fast
+            self._answer_head = b"".join(b"%s: %s\r\n" % pair for pair in _answer_headers(session))
             self._unset_keepalive_if_required()
             self._busy = True
             self._after = data[body_end:]
@@ -293,14 +383,15 @@ def protocol_class(gateway: Gateway) -> type:
                 self._close_after = True
             # a plain tools/call goes to its child straight from here, and is answered from the child's answer
             if request["method"] == "tools/call" and gateway.mcp_call_direct(request, _who(headers), version,
-                                                                                 self._respond_direct):
+                                                                                 self._respond_direct, session):
                 return True
-            self._track(self.loop.create_task(self._answer(request, headers, version)))
+            self._track(self.loop.create_task(self._answer(request, headers, version, session)))
             return True
 
-        async def _answer(self, request: dict, headers: dict[bytes, bytes], version: str) -> None:
+        async def _answer(self, request: dict, headers: dict[bytes, bytes], version: str | None,
+                          session: HandshakeSession | None) -> None:
             try:
-                status, data = await fast_answer(gateway, request, headers, version)
+                status, data = await fast_answer(gateway, request, headers, version, session)
             except BaseException:
                 self.transport.close()  # as uvicorn does when an app fails before answering
                 raise
@@ -336,7 +427,7 @@ def protocol_class(gateway: Gateway) -> type:
                 head.append(b"%s: %s\r\n" % (name, value))
             if self._close_after:
                 head.append(b"connection: close\r\n")
-            head.append(b"content-length: %d\r\ncontent-type: application/json\r\n\r\n" % len(data))
+            head.append(b"content-length: %d\r\n%s\r\n" % (len(data), self._answer_head))
             self.transport.write(b"".join(head) + data)
             self.server_state.total_requests += 1
             self._busy = False

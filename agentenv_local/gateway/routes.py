@@ -76,6 +76,7 @@ def build_app(gateway: Gateway) -> Any:
         app=gateway.mcp_server(), json_response=True, stateless=False,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         session_idle_timeout=30 * 60)
+    gateway.handshake_sessions.attach(manager)  # the fast path answers the sessions it opens (sessions.py)
 
     async def body_of(request: Request) -> Any:
         raw = await request.body()

@@ -41,6 +41,7 @@ from .rbac import (
     ToolAccess,
     is_hidden_by_default,
 )
+from .sessions import HandshakeSession, HandshakeSessions, legacy_error, legacy_reply
 from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -196,9 +197,11 @@ class Gateway:
         self._mcp_server: Any = None
         self._notifier: Any = None  # tells the gateway's own MCP sessions tools/list_changed
         self.mcp_results = McpResults(self)
-        # answer 2026-revision tools/call and tools/list on POST /mcp without the mcp server stack (fastpath.py);
-        # False sends every request through the stack (the tests compare the two)
+        # answer tools/call and tools/list on POST /mcp without the mcp server stack (fastpath.py): 2026-revision
+        # requests, and those of the handshake-era sessions the stack opened (sessions.py); False sends every
+        # request through the stack (the tests compare the two)
         self.fast_mcp = True
+        self.handshake_sessions = HandshakeSessions()
         self._svc_apps: dict[str, Any] = {}
         self.changes = ChangeLog(self.children, clock=self.clock)
 
@@ -731,10 +734,15 @@ class Gateway:
         """An MCP tools/list's result for the caller ``headers``/``meta`` name."""
         return self.mcp_results.list_result(headers, meta)
 
-    async def mcp_fast(self, message: dict, headers: Any, version: str) -> tuple[int, dict]:
+    async def mcp_fast(self, message: dict, headers: Any, version: str | None,
+                       session: HandshakeSession | None = None) -> tuple[int, dict]:
         """Answer a 2026-revision ``tools/call`` or ``tools/list`` that fastpath.py has checked the way the mcp
         server stack checks it, with the (HTTP status, JSON-RPC reply) the stack would send, without its
-        per-request machinery. ``headers``: the request's, as far as who is calling goes."""
+        per-request machinery; or, with ``session``, one of a handshake-era session's (see sessions.py).
+        ``headers``: the request's, as far as who is calling goes."""
+        if session is not None:
+            return await self._mcp_session_fast(message, headers, session)
+        assert version is not None  # a modern request always names its version
         method = message["method"]
         params = message["params"]
         try:
@@ -749,8 +757,28 @@ class Gateway:
             return self.mcp_results.error(message, e)
         return self.mcp_results.reply(message, version, result)
 
-    def mcp_call_direct(self, message: dict, headers: Any, version: str,
-                        respond: Callable[[int, dict], Any]) -> bool:
+    async def _mcp_session_fast(self, message: dict, headers: Any, session: HandshakeSession) -> tuple[int, dict]:
+        """:meth:`mcp_fast` for a handshake-era session: what the stack's session transport and handler do."""
+        params = message["params"]
+        session.begin()
+        try:
+            if message["method"] == "tools/call":
+                result = await self.mcp_results.call_result(headers, params["_meta"], self._session_key_of(session),
+                                                            params["name"], params["arguments"])
+            else:
+                result = self.mcp_results.list_result(headers, params["_meta"])
+        except Exception as e:  # mapped to the wire as the stack's dispatcher maps it
+            return legacy_error(message, e)
+        finally:
+            session.end()
+        return legacy_reply(self, message, session.version, result)
+
+    def _session_key_of(self, session: HandshakeSession) -> str:
+        """The trajectory's key of a handshake-era session: the one the stack's path gives it (session_key)."""
+        return self.session_key(None, {"mcp-session-id": session.session_id})
+
+    def mcp_call_direct(self, message: dict, headers: Any, version: str | None,
+                        respond: Callable[[int, dict], Any], session: HandshakeSession | None = None) -> bool:
         """:meth:`mcp_fast` for a tools/call that :meth:`call_direct` can take: ``respond(status, reply)`` is
         called once the child answered. False, having done nothing, when it can't (then mcp_fast answers)."""
         params = message["params"]
@@ -758,12 +786,25 @@ class Gateway:
             role = self.access.resolve(headers, params.get("_meta") or {})
         except RbacError:
             return False
+        if session is None:
+            assert version is not None  # a modern request always names its version
 
-        def answer(result: dict) -> None:
-            respond(*self.mcp_results.reply(message, version, {**result, "resultType": "complete"}))
+            def answer(result: dict) -> None:
+                respond(*self.mcp_results.reply(message, version, {**result, "resultType": "complete"}))
 
-        return self.call_direct(params["name"], params.get("arguments") or {}, role, f"{getrandbits(64):016x}",
-                                answer)
+            return self.call_direct(params["name"], params.get("arguments") or {}, role,
+                                    f"{getrandbits(64):016x}", answer)
+
+        def session_answer(result: dict) -> None:
+            session.end()
+            respond(*legacy_reply(self, message, session.version, {**result, "resultType": "complete"}))
+
+        session.begin()
+        taken = self.call_direct(params["name"], params.get("arguments") or {}, role, self._session_key_of(session),
+                                 session_answer)
+        if not taken:
+            session.end()
+        return taken
 
     def mcp_server(self) -> Any:
         if self._mcp_server is not None:
@@ -780,11 +821,13 @@ class Gateway:
 
         async def on_list_tools(ctx: Any, params: Any) -> dict:
             notifier.remember(ctx)
+            gateway.handshake_sessions.remember(ctx)
             meta = getattr(params, "meta", None) if params is not None else None
             return gateway.mcp_list_result(_headers(ctx), meta)
 
         async def on_call_tool(ctx: Any, params: Any) -> dict:
             notifier.remember(ctx)
+            gateway.handshake_sessions.remember(ctx)
             headers = _headers(ctx)
             return await gateway.mcp_call_result(headers, params.meta, gateway.session_key(ctx, headers),
                                                  params.name, params.arguments)
@@ -799,6 +842,14 @@ class Gateway:
                                         on_list_tools=on_list_tools, on_call_tool=on_call_tool,
                                         on_subscriptions_listen=notifier.listen_handler())
         notifier.install(self._mcp_server)
+
+        async def remember_sessions(ctx: Any, call_next: Any) -> Any:
+            result = await call_next(ctx)
+            if ctx.method == "initialize":  # once it has answered, the fast path may answer the session
+                gateway.handshake_sessions.remember(ctx)
+            return result
+
+        self._mcp_server.middleware.append(remember_sessions)  # mcp's way to observe initialize
         return self._mcp_server
 
     # --- HTTP ----------------------------------------------------------------------------------------------
