@@ -1,8 +1,13 @@
 """Read a bundle folder into entities with ids, validating everything before anything is written.
 
 Ids: `@local/<folder path, home as ~>/<name>`; installed bundles use `@local/<distribution>/<bundle>`.
-Bare names in task steps (artifact ids) resolve to the bundle's own entities first: artifact fields to
-`artifacts/<name>/`, entries of a step's `skills` list to `skills/<name>/`.
+Bare names in task steps resolve to the bundle's own entities first, at every place a step type declares
+(tasks/entity_refs.py): artifact fields to `artifacts/<name>/`, env fields to `envs/<name>/` (or an alias of
+aliases.toml), entries of a step's `skills` list to `skills/<name>/`.
+
+What the bundle holds that means nothing here is listed in `Bundle.ignored`, one line each (`agentenv run`
+prints them): unknown top-level entries (README-like files excepted), README-like files loose in envs/ or
+artifacts/ (any other loose file there is a problem), a reference env folder's Dockerfile (never built here).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ if TYPE_CHECKING:
     from agentenv_local.hosting.envs import McpServerEnv, MultiEnv
 
 NOT_YET = {"agents": "agents (the agents issue)"}
+# Top-level files for people, never bundle entries: not listed as ignored (compared case-insensitively, by stem).
+README_LIKE = ("readme", "license", "licence", "copying", "notice", "changelog", "authors", "contributing")
 
 
 @dataclass
@@ -87,13 +94,17 @@ class Bundle:
     tasks: dict[str, TaskEntry] = field(default_factory=dict)
     evals: dict[str, EvalEntry] = field(default_factory=dict)
     envs: dict[str, EnvEntry] = field(default_factory=dict)
-    ignored: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # one line each: "<entry>: ignored (<why>)"
     deferred: list[str] = field(default_factory=list)  # kinds present but not handled yet
     follow_external_links: bool = False  # read symlinks that lead out of the bundle (the user said so)
     env_aliases: dict[str, str] = field(default_factory=dict)  # aliases.toml [envs]: alias -> folder name
     # (task file, step index, field, alias) of each step field an alias resolved: a store env of that id wins
     alias_uses: list[tuple[str, int, str, str]] = field(default_factory=list)
     config: Any = None  # the project's configuration: its `[task_steps] impls` are step types of the tasks
+
+
+def _readme_like(name: str) -> bool:
+    return name.split(".", 1)[0].lower() in README_LIKE
 
 
 def id_root_for(path: Path, package: str | None = None) -> str:
@@ -135,7 +146,9 @@ def load_bundle(path: Path, package: str | None = None, *, follow_external_links
             problems.append("bundle.toml: reserved; a bundle's name is its folder name and its description "
                             "the first line of README.md")
             continue
-        stray.append(entry.name)
+        if not (entry.is_file() and _readme_like(entry.name)):
+            stray.append(f"{entry.name}{'/' if entry.is_dir() else ''}: ignored (not a bundle folder kind: "
+                         f"{', '.join(k + '/' for k in KINDS)})")
     if not present:
         raise ValidationError(f"{path}: not a bundle: it has none of {', '.join(k + '/' for k in KINDS)}",
                               problems=problems)
@@ -217,6 +230,9 @@ def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
         if entry.name.startswith(".") or entry.name == "__pycache__":
             continue
         where = f"artifacts/{entry.name}"
+        if not entry.is_dir() and _readme_like(entry.name):  # notes for people, as the reference's bundles have
+            bundle.ignored.append(f"{where}: ignored (each artifact is a folder, artifacts/<name>/)")
+            continue
         if not entry.is_dir():
             problems.append(f"{where}: each artifact is a folder (artifacts/<name>/ holding its files)")
             continue
@@ -333,6 +349,9 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(".") or entry.name == "__pycache__":
             continue
+        if not entry.is_dir() and _readme_like(entry.name):  # notes for people, as the reference's bundles have
+            bundle.ignored.append(f"envs/{entry.name}: ignored (each env is a folder, envs/<name>/)")
+            continue
         if not entry.is_dir():
             problems.append(f"envs/{entry.name}: each env is a folder (envs/<name>/env.toml and its files)")
             continue
@@ -346,6 +365,9 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
         if found is None:
             continue
         files = found
+        if (entry / "Dockerfile").is_file() and not (entry / "env.toml").exists():  # the reference's env folder
+            bundle.ignored.append(f"envs/{entry.name}/Dockerfile: ignored (never built here: server.py runs as a "
+                                  "subprocess, or in agentenv's runtime image with a container sandbox)")
         bundle.envs[entry.name] = EnvEntry(entry.name, declared or f"{bundle.id_root}/{entry.name}", env, files)
     for env_entry in bundle.envs.values():  # a multi env names the bundle's other envs by folder name
         if isinstance(env_entry.env, MultiEnv):
@@ -458,7 +480,11 @@ def _some(names: list[str], n: int = 10) -> str:
 
 
 def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
-    """Replace bare artifact names in step fields with the bundle's full ids."""
+    """Replace bare names in the fields a step type declares (tasks/entity_refs.py: its artifact and env
+    fields, in lists and nested objects too) with the ids of the bundle's own entities."""
+    import copy
+
+    from agentenv_local.tasks.entity_refs import ref_sites
     from agentenv_local.tasks.model import step_types
 
     if not isinstance(steps, list):
@@ -469,22 +495,17 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
         if not isinstance(raw, dict):
             out.append(raw)
             continue
-        raw = dict(raw)
+        raw = copy.deepcopy(raw)  # nested places are rewritten in place
         cls = types.get(raw["type"]) if isinstance(raw.get("type"), str) else None
-        for field_name in getattr(cls, "artifact_ref_fields", ()):
-            value = raw.get(field_name)
-            if isinstance(value, str) and value in bundle.artifacts:
-                raw[field_name] = bundle.artifacts[value].id
-        for field_name in getattr(cls, "env_ref_fields", ()):
-            value = raw.get(field_name)
-            if isinstance(value, str) and value in bundle.envs:
-                raw[field_name] = bundle.envs[value].id
-            elif isinstance(value, str) and value in bundle.env_aliases:  # a folder's own name wins over an alias
-                raw[field_name] = bundle.envs[bundle.env_aliases[value]].id
-                bundle.alias_uses.append((where, len(out), field_name, value))
-            elif isinstance(value, list):  # a list of env names (deploy_agent's env_ids)
-                raw[field_name] = [bundle.envs[v].id if isinstance(v, str) and v in bundle.envs else v
-                                   for v in value]
+        for site in ref_sites(raw, cls, "artifact"):
+            if site.value in bundle.artifacts:
+                site.rewrite(bundle.artifacts[site.value].id)
+        for site in ref_sites(raw, cls, "env"):
+            if site.value in bundle.envs:
+                site.rewrite(bundle.envs[site.value].id)
+            elif site.value in bundle.env_aliases and site.path == site.field:  # a folder's own name wins
+                site.rewrite(bundle.envs[bundle.env_aliases[site.value]].id)
+                bundle.alias_uses.append((where, len(out), site.field, site.value))
         if isinstance(raw.get("artifacts"), list):  # load_artifact's list form: {"id": ...} or a bare name
             raw["artifacts"] = [_resolve_entry(a, bundle) for a in raw["artifacts"]]
         if isinstance(raw.get("skills"), list):  # deploy_agent / add_skills: skill names, {"id": name}, or inline

@@ -52,11 +52,12 @@ def _plan(store, collection: str, entity_id: str, digest: str) -> tuple[int, str
     return latest["version"] + 1, "changed"
 
 
-def preflight(store, bundle: Bundle, sandbox: str | None = None) -> None:
-    """Everything a task names that is not in the bundle must be in the store, and every sandbox provider
-    a run would use must be installed (`sandbox`: the run's --sandbox, which overrides the steps' own)."""
+def preflight(store, bundle: Bundle, sandbox: str | None = None, agent: str | None = None) -> None:
+    """Everything a task names that is not in the bundle must be in the store (artifacts, skills, envs of a type
+    that deploys here, the agents deploy_agent starts), and every sandbox provider a run would use must be
+    installed (`sandbox`, `agent`: the run's --sandbox and --agent, which override the steps' own), so a run
+    that would fail before its first step fails here, a dry run too, with one line per problem."""
     from agentenv_local.tasks.model import step_types
-    from agentenv_local.tasks.step import artifact_refs
 
     types = step_types(bundle.config)
     bundle_ids = {a.id for a in bundle.artifacts.values()} | {s.id for s in bundle.skills.values()}
@@ -72,13 +73,17 @@ def preflight(store, bundle: Bundle, sandbox: str | None = None) -> None:
     for task in bundle.tasks.values():
         for raw in task.steps:
             cls = types.get(raw.get("type") or "")
-            for field_name, ref in artifact_refs(raw, cls):
+            at = f"tasks/{task.source.name}: step {raw.get('id')!r}: field"
+            for field_name, ref in _artifact_refs(raw, cls):
                 if not ref or ref in bundle_ids or "<" in ref:  # seed placeholders resolve per run
                     continue
                 if store.documents.find("artifacts", ref) is None:
                     here = ", ".join(bundle.artifacts) or "none"
-                    problems.append(f"tasks/{task.source.name}: step {raw.get('id')!r}: field {field_name!r}: "
-                                    f"artifact {ref!r} is not in this bundle (artifacts/: {here}) nor in the store")
+                    problems.append(f"{at} {field_name!r}: artifact {ref!r} is not in this bundle (artifacts/: "
+                                    f"{here}) nor in the store")
+            problems += [f"{at} {where!r}: {problem}" for where, problem in _env_problems(store, bundle, raw, cls)]
+            problems += [f"{at} {where!r}: {problem}" for where, problem in _agent_problems(store, bundle, raw, cls,
+                                                                                          agent)]
             for ref in skill_refs(raw):
                 if ref in bundle_ids or "<" in ref:
                     continue
@@ -100,6 +105,75 @@ def preflight(store, bundle: Bundle, sandbox: str | None = None) -> None:
                               problems=problems)
 
 
+def _artifact_refs(raw: dict, cls) -> list[tuple[str, str]]:
+    """(where, artifact id) of every artifact a step's JSON names at a place its type declares (the
+    reference's cloud-only fields left out: a run never reads them) and in an `artifacts` list."""
+    from agentenv_local.tasks.entity_refs import ref_sites
+
+    cloud_only = getattr(cls, "cloud_only_fields", {})
+    refs = [(site.path, site.value) for site in ref_sites(raw, cls, "artifact") if site.field not in cloud_only]
+    listed = raw.get("artifacts")
+    for i, entry in enumerate(listed if isinstance(listed, list) else []):
+        ref = entry.get("id") if isinstance(entry, dict) else entry
+        if isinstance(ref, str):
+            refs.append((f"artifacts[{i}]", ref))
+    return refs
+
+
+def _env_problems(store, bundle: Bundle, raw: dict, cls) -> list[tuple[str, str]]:
+    """(where, why) for each env a step names that is neither the bundle's nor in the store, or whose stored
+    record is of a type that cannot deploy here (the bundle's own envs' types: undeployable_env_problems)."""
+    from agentenv_local.hosting.envs.env_types import env_type
+    from agentenv_local.hosting.envs.reference_env_types import deploy_refusal
+    from agentenv_local.tasks.entity_refs import ref_sites
+
+    ours = {entry.id for entry in bundle.envs.values()}
+    cloud_only = getattr(cls, "cloud_only_fields", {})
+    out = []
+    for site in ref_sites(raw, cls, "env"):
+        if site.field in cloud_only or site.value in ours or "<" in site.value:  # seed placeholders: per run
+            continue
+        version = raw.get("env_version") if site.path == "env_id" else None
+        doc = store.documents.find("envs", site.value, version if isinstance(version, int) else None)
+        if doc is None:
+            here = ", ".join(bundle.envs) or "none"
+            aliases = f"; aliases.toml: {', '.join(bundle.env_aliases)}" if bundle.env_aliases else ""
+            out.append((site.path, f"env {site.value!r} is not in this bundle (envs/: {here}{aliases}) nor in the "
+                                   "store (`agentenv env list`)"))
+            continue
+        kind = str(doc["body"].get("type") or "mcp_server")
+        if env_type(kind) is None:
+            out.append((site.path, f"env {site.value!r} is of type {kind!r}, which no installed plugin provides "
+                                   "(see `agentenv plugin list`)"))
+        elif refusal := deploy_refusal(kind):
+            out.append((site.path, f"env {site.value!r}: {refusal}"))
+    return out
+
+
+def _agent_problems(store, bundle: Bundle, raw: dict, cls, run_agent: str | None) -> list[tuple[str, str]]:
+    """(where, why) when the agent a deploying step starts (its a2a_agent_id, else the run's --agent, else
+    [agents] default, else the scripted agent) is neither a named agent nor in the store. Steps that only
+    check an agent the run deployed (verify_a2a_*) name it as deploy_agent did: nothing more to check."""
+    from agentenv_local.agents import registry
+    from agentenv_local.errors import AgentenvError
+    from agentenv_local.tasks.entity_refs import declared_paths
+
+    if not getattr(cls, "deploys", False) or "a2a_agent_id" not in declared_paths(cls, "agent"):
+        return []
+    default = bundle.config.get("agents.default") if bundle.config is not None else None
+    where, agent_id = next(((w, a) for w, a in (("a2a_agent_id", raw.get("a2a_agent_id")), ("--agent", run_agent),
+                                                 ("[agents] default", default)) if a), ("", "scripted"))
+    if not isinstance(agent_id, str) or "<" in agent_id:  # seed placeholders resolve per run
+        return []
+    version = raw.get("a2a_agent_version") if where == "a2a_agent_id" else None
+    try:
+        registry.resolve(store, agent_id, version if isinstance(version, int) else None)
+    except AgentenvError as exc:
+        via = f" (from {where})" if where != "a2a_agent_id" else ""
+        return [("a2a_agent_id", f"{exc.message}{via}" + (f"; {exc.hint}" if exc.hint else ""))]
+    return []
+
+
 def _provider_problem(name: str, mode: str) -> str | None:
     """Why sandbox provider `name` (a fallback chain too) cannot be used here, or None."""
     from agentenv_local.errors import AgentenvError
@@ -117,12 +191,14 @@ def _provider_problem(name: str, mode: str) -> str | None:
     return f"no sandbox provider named {name!r} is installed (installed: {installed}; see `agentenv plugin list`)"
 
 
-def materialize(store, bundle: Bundle, dry_run: bool = False, sandbox: str | None = None) -> MaterializeResult:
-    """`sandbox`: the run's --sandbox (checked, with the providers the steps name, before anything is written)."""
+def materialize(store, bundle: Bundle, dry_run: bool = False, sandbox: str | None = None,
+                agent: str | None = None) -> MaterializeResult:
+    """`sandbox`, `agent`: the run's --sandbox and --agent (checked, with the providers and agents the steps
+    name, before anything is written)."""
     from agentenv_local.compat.bundle_aliases import prefer_store_envs
 
     prefer_store_envs(store, bundle)  # a store's env of an alias's id wins over the alias (aliases.toml)
-    preflight(store, bundle, sandbox)
+    preflight(store, bundle, sandbox, agent)
     result = MaterializeResult()
 
     def record(kind: str, name: str, collection: str, entity_id: str, digest: str, write) -> int:
@@ -208,7 +284,8 @@ def pin_versions(steps: list[dict], pinned: dict[str, int], config: Any = None) 
         for field_name in getattr(cls, "artifact_ref_fields", ()):
             ref = raw.get(field_name)
             version_field = field_name.removesuffix("_id") + "_version"
-            if isinstance(ref, str) and ref in pinned and raw.get(version_field) is None:
+            if (isinstance(ref, str) and ref in pinned and raw.get(version_field) is None
+                    and cls is not None and version_field in cls.model_fields):  # a field the step takes
                 raw[version_field] = pinned[ref]
         if isinstance(raw.get("artifacts"), list):
             raw["artifacts"] = [

@@ -51,6 +51,8 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model
     folder, package = find_bundle(bundle)
     config = load_config()  # first: its [task_steps] impls are step types of the bundle's tasks
     loaded = load_bundle(folder, package, follow_external_links=follow_external_links, config=config)
+    for ignored in loaded.ignored:  # what the bundle holds that means nothing here, before any check can fail
+        click.echo(f"note: {ignored}", err=True)
     selected = _select(loaded, tasks, evals)
     if not selected:  # checked before anything is written
         raise ValidationError(f"bundle {folder} has no tasks to run; nothing was written",
@@ -61,9 +63,9 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model
     if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
         click.echo(note, err=True)
     with session(config) as s:
-        result = materialize(s.store, loaded, dry_run=dry_run, sandbox=options.sandbox)
+        result = materialize(s.store, loaded, dry_run=dry_run, sandbox=options.sandbox, agent=options.agent)
         if dry_run and as_json:
-            echo_json({"dry_run": True,
+            echo_json({"dry_run": True, "ignored": list(loaded.ignored),
                        "plan": [{"kind": ln.kind, "name": ln.name, "id": ln.id, "version": ln.version,
                                  "status": ln.status} for ln in result.lines],
                        "would_run": [{"task": f"tasks/{t}.json", "task_id": result.task_versions[t][0],

@@ -84,6 +84,7 @@ class DeployAgentStep(Step):
     env_ref_fields: ClassVar[tuple[str, ...]] = ("env_ids",)
     # agent_snapshot_files_artifact_id is no artifact_ref_field on purpose: the reference's agent validator restores a
     # snapshot that a snapshot_agent_state step of the same task saves, so it need not exist before the run
+    agent_ref_fields: ClassVar[tuple[str, ...]] = ("a2a_agent_id",)
 
     a2a_agent_id: str | None = None  # None: the run's --agent, else [agents] default (scripted)
     a2a_agent_version: int | None = None
@@ -370,6 +371,7 @@ class PromptAgentStep(Step):
     """Prompt a deployed agent (one turn, or a conversation with a user simulator) and record its reply."""
 
     type: ClassVar[str] = "prompt_agent"
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("snapshot_config.env_id",)
 
     prompt: str | None = None
     parts: list[dict[str, Any]] | None = None

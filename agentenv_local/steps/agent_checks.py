@@ -92,6 +92,7 @@ class AgentCheckStep(Step):
     """One check of an agent deployed in the run; subclasses set `key` and implement `check`."""
 
     records_only: ClassVar[bool] = True
+    agent_ref_fields: ClassVar[tuple[str, ...]] = ("a2a_agent_id",)
     key: ClassVar[str] = ""  # verifications[<key>], the reference's name
 
     a2a_agent_id: str = Field(min_length=1)
@@ -293,6 +294,7 @@ class VerifyA2AAgentMCPStep(AgentCheckStep):
 
     type: ClassVar[str] = "verify_a2a_agent_mcp"
     key: ClassVar[str] = "a2a_agent_mcp"
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)  # ours: a deployed env, named as in deploy_env
 
     env_id: str | None = None  # ours: which deployed env (default: the run's first)
     prompt: str = "Use one of the tools of your registered MCP server and report its raw output."

@@ -137,6 +137,7 @@ class AddSkillsStep(Step):
     """Install skills (stored skill artifacts or inline skills) on a deployed agent over skill-config/v1."""
 
     type: ClassVar[str] = "add_skills"
+    artifact_ref_fields: ClassVar[tuple[str, ...]] = ("cli_artifact_ids[]", "file_artifact_universe_ids[]")
 
     cloud_only_fields: ClassVar[dict[str, str]] = {
         "cli_artifact_ids": "installing CLI artifacts as an agent's skills is not done locally; list skills instead",
@@ -183,6 +184,8 @@ class RegisterAgentTriggersStep(Step):
     """Register scripted user-simulator triggers on a deployed agent over triggers/v1."""
 
     type: ClassVar[str] = "register_agent_triggers"
+    env_ref_fields: ClassVar[tuple[str, ...]] = (  # a condition's env, in all/any ("of") nesting too
+        "triggers[].when.env_id", "triggers[].when.of[].env_id", "triggers[].when.of[].of[].env_id")
 
     agent_name: str = Field(min_length=1)
     triggers: list[dict[str, Any]] = Field(min_length=1)

@@ -103,6 +103,7 @@ def file_entry(path: str, data: bytes, **extra: Any) -> dict:
 # -- the step ---------------------------------------------------------------------------------
 class CollectArtifactsStep(Step):
     type: ClassVar[str] = "collect_artifacts"
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
 
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
     container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name

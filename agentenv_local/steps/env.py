@@ -27,6 +27,7 @@ class DeployEnvStep(Step):
     type: ClassVar[str] = "deploy_env"
     deploys: ClassVar[bool] = True
     env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
+    artifact_ref_fields: ClassVar[tuple[str, ...]] = ("artifact_id",)
 
     env_id: str = Field(min_length=1)
     env_version: int | None = Field(default=None, ge=1)

@@ -160,6 +160,7 @@ class TeardownSandboxesStep(Step):
     """Tear sandboxes down early, best effort. Nothing named: every sandbox of the run."""
 
     type: ClassVar[str] = "teardown_sandboxes"
+    env_ref_fields: ClassVar[tuple[str, ...]] = ("env_ids",)
 
     fail_task_on_error: bool = False
     agent_names: list[str] = Field(default_factory=list)

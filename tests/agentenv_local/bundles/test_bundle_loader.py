@@ -25,7 +25,7 @@ def test_hello_copy_loads(hello_copy):
     assert set(b.artifacts["greeting"].files) == {"hello.txt", "check.sh"}
     load = next(s for s in b.tasks["hello"].steps if s["type"] == "load_artifact")
     assert load["artifact_id"] == f"{root}/greeting"  # the bare name resolved to the bundle's own id
-    assert b.ignored == ["README.md"]
+    assert b.ignored == []  # README-like files are for people: not listed as ignored
 
 
 def test_installed_bundle_ids(hello_copy):
