@@ -53,12 +53,12 @@ from ..base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 from . import images
 from .channel import Channel, ChannelError, agent_argv, decode, encode
 from .engine import (
-    auto_conf_path,
     configure,
     podman_binary,
     run_podman,
 )
 from .pool import WarmPool
+from .readiness import SETUP_HINT, mark_set_up, marker_path, not_ready_reason
 from .service import PodmanService
 
 APP = "/app"
@@ -315,6 +315,11 @@ class PodmanSandboxProvider(SandboxProvider):
         """None when Podman answers here; else why not (for `sandbox.default = "auto"`)."""
         try:
             podman_binary(self.config)
+            # From files alone (no service, no container): a Podman that is not set up would be found out
+            # only by a failing container start, after the base image was built.
+            reason = not_ready_reason(self.config)
+            if reason is not None:
+                return reason
             self.service.client()
         except AgentenvError as exc:
             return exc.message
@@ -330,11 +335,9 @@ class PodmanSandboxProvider(SandboxProvider):
         """Make sure the base image exists, this machine's fixes are known and the service answers."""
         if not self._ready_done:
             base = self.image_for(SandboxSpec(name="base"))
-            marker = auto_conf_path().with_suffix(".probed")
-            if not self.config.get("containers_conf") and not marker.exists():
+            if not self.config.get("containers_conf") and not marker_path().exists():
                 configure(base, self.config, log=self._say)
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text(json.dumps({"at": time.time()}))
+                mark_set_up(self.config)
             self._ready_done = True
         return self.service.client()
 
@@ -482,8 +485,9 @@ class PodmanSandboxProvider(SandboxProvider):
             container.start()
             container.reload()
         except Exception as exc:
-            raise StepError(f"podman could not start a container from {image}: {_api_message(exc)}",
-                            hint="see `podman info`; for a bad image, `podman run --rm -it IMAGE`") from exc
+            message = _api_message(exc)
+            raise StepError(f"podman could not start a container from {image}: {message}",
+                            hint=_start_failure_hint(message)) from exc
         pid = ((container.attrs or {}).get("State") or {}).get("Pid") or 0
         applied = cgroup_cpu_limit(int(pid)) if pid else None
         if applied is not None and applied <= 0 and _still_running(container):
@@ -685,9 +689,7 @@ class PodmanSandboxProvider(SandboxProvider):
         say = on_line or (lambda _line: None)
         base = images.ensure_base_image(self.config, on_line=say)
         result = configure(base, self.config, log=say)
-        marker = auto_conf_path().with_suffix(".probed")
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text("{}")
+        mark_set_up(self.config)
         return {"base_image": base, **result}
 
     def build_image(self, name: str, version: str, context: Path, *, containerfile: Path | None = None,
@@ -717,6 +719,15 @@ class PodmanSandboxProvider(SandboxProvider):
         for sandbox_id in list(self._channels):
             await self.forget_channel(sandbox_id)
         await asyncio.to_thread(self.service.stop)
+
+
+def _start_failure_hint(message: str) -> str:
+    """Limits or a runtime this machine refuses are what `agentenv sandbox setup` probes and fixes."""
+    lowered = message.lower()
+    if "rlimit" in lowered or "cgroup" in lowered:
+        return (f"this machine's Podman needs fixes its configuration lacks: {SETUP_HINT} "
+                "(see docs/sandboxes.md, Troubleshooting)")
+    return "see `podman info`; for a bad image, `podman run --rm -it IMAGE`"
 
 
 def _api_message(exc: Exception) -> str:
