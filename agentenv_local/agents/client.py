@@ -162,6 +162,11 @@ def _to_parts(content: Any) -> list:
 
 
 MAX_EVENT_CHARS = 16 * 1024 * 1024
+# An idle kept-alive connection is dropped by our side well before the server's keep-alive timeout
+# (uvicorn's default, which our agents and the reference's use, is 5 s, as was httpx's own expiry). With the
+# two equal, a request sent on a connection idle that long could meet the server closing it: the request
+# is lost with a connection reset (a ReadError), which under load failed prompts between conversation turns.
+KEEPALIVE_EXPIRY_S = 1.0
 
 
 async def _sse_data(answer: Any, url: str) -> AsyncGenerator[str, None]:
@@ -213,6 +218,11 @@ def _is_final(result: dict[str, Any]) -> bool:
     return False
 
 
+def _transport_failure(exc: BaseException) -> str:
+    """What went wrong on the wire: some transport errors (a reset connection) have no message at all."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 class A2AClient:
     def __init__(self, base_url: str, *, protocol: str | None = None, timeout: float = 30.0,
                  headers: dict[str, str] | None = None, http: Any = None):
@@ -244,7 +254,9 @@ class A2AClient:
         if self._http is None:
             import httpx2
 
-            self._http = httpx2.AsyncClient(timeout=self._timeout, headers=self._headers)
+            limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20,
+                                   keepalive_expiry=KEEPALIVE_EXPIRY_S)
+            self._http = httpx2.AsyncClient(timeout=self._timeout, headers=self._headers, limits=limits)
         return self._http
 
     @staticmethod
@@ -258,7 +270,8 @@ class A2AClient:
             raise A2AError(f"{url} did not answer in time ({type(exc).__name__})",
                            hint="is the agent overloaded or stuck? raise the timeout") from None
         except httpx2.TransportError as exc:
-            raise A2AError(f"cannot reach {url}: {exc}", hint="is the agent running at that address?") from None
+            raise A2AError(f"cannot reach {url}: {_transport_failure(exc)}",
+                           hint="is the agent running at that address?") from None
 
     # --- card -------------------------------------------------------------------------------------------
 
@@ -416,9 +429,10 @@ class A2AClient:
                            f"({type(exc).__name__})", hint="is the agent overloaded or stuck?") from None
         except httpx2.TransportError as exc:
             if connected:
-                raise A2AError(f"the event stream from {url} broke: {exc}",
+                raise A2AError(f"the event stream from {url} broke: {_transport_failure(exc)}",
                                hint="is the agent still running?") from None
-            raise A2AError(f"cannot reach {url}: {exc}", hint="is the agent running at that address?") from None
+            raise A2AError(f"cannot reach {url}: {_transport_failure(exc)}",
+                           hint="is the agent running at that address?") from None
 
     def _rpc_reply(self, answer: Any, method: str, req_id: str | None, *, nested_under: str | None = None) -> Any:
         """The result of the JSON-RPC answer in ``answer`` (an HTTP response); see :meth:`_check_reply`."""

@@ -798,14 +798,14 @@ def serve(agent: Agent, host: str | None = None, port: int | None = None, *, log
     127.0.0.1:8000; port 0 = any free port). Prints the "serving on" line to stderr once listening."""
     import uvicorn
 
-    from agentenv_local.env.serve import bind_socket
+    from agentenv_local.env.serve import KEEP_ALIVE_S, bind_socket
 
     host, port = resolve_bind(host, port)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     app = create_app(agent, public_url=public_url, own_hosts=[host])
     server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3,
-                                           access_log=False))
+                                           access_log=False, timeout_keep_alive=KEEP_ALIVE_S))
     if announce:
         shown = f"[{host}]" if ":" in host else host
         print(f"agentenv agent {agent.name!r} serving on http://{shown}:{port} (card {CARD_PATHS[0]}, "

@@ -47,6 +47,13 @@ def resolve_bind(host: str | None, port: int | str | None) -> tuple[str, int]:
     return host, port
 
 
+# How long our HTTP servers keep an idle connection open: well past the 5 s after which httpx (ours, mcp's, the
+# reference's clients) stops reusing one. With both at uvicorn's default 5 s, a request sent on a connection idle
+# that long could cross the server closing it and be lost to a connection reset (seen under load as `cannot
+# reach .../a2a` and ReadErrors in MCP calls between conversation turns).
+KEEP_ALIVE_S = 30
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening-ready socket on host:port (port 0 = any free port), SO_REUSEADDR set."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -82,7 +89,7 @@ def serve_http(env: Env, host: str | None = None, port: int | None = None, *, lo
     app_options.setdefault("admin_token", admin_token_from_environ())
     app = build_app(runtime, own_hosts=[host], **app_options)
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3,
-                            access_log=False)
+                            access_log=False, timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     if announce:
         shown = f"[{host}]" if ":" in host else host

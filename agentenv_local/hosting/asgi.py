@@ -28,14 +28,15 @@ async def start_server(app: Any, *, task_name: str, http: Any = None) -> tuple[A
     (the uvicorn Server, its task, its port). Raises NotStarted, leaving the task to the caller."""
     import uvicorn
 
-    from agentenv_local.env.serve import bind_socket  # one place makes listening sockets right (TCP_NODELAY)
+    # one place makes listening sockets right (TCP_NODELAY) and says how long idle connections stay open
+    from agentenv_local.env.serve import KEEP_ALIVE_S, bind_socket
 
     sock = bind_socket("127.0.0.1", 0)
     sock.setblocking(False)
     port = sock.getsockname()[1]
     options: dict[str, Any] = {"http": http} if http is not None else {}
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2,
-                                           access_log=False, **options))
+                                           access_log=False, timeout_keep_alive=KEEP_ALIVE_S, **options))
     loop = asyncio.get_running_loop()
     task = loop.create_task(server.serve(sockets=[sock]), name=task_name)
     deadline = loop.time() + START_TIMEOUT_S

@@ -1,0 +1,193 @@
+"""Episode benchmark: latency, episodes/s and where an episode's time goes, for `hello` and `support` at several
+concurrencies, all in one long-lived hub (issue 16 item 7).
+
+    .venv/bin/python bench/bench_episodes.py [--concurrency 1,10,50] [--episodes-per-slot 2] [--bundles hello,support]
+                                             [--sandbox process] [--with-reference [--reference-runs 8]]
+
+One fresh temporary project, a hub started with `agentenv up --detach` (stopped with `agentenv down` at the end,
+whatever happens). For each bundle and each concurrency C it runs `agentenv run BUNDLE --k N --concurrency C --json`
+with N = max(C * --episodes-per-slot, 4) (at least 4, so that C=1 has a median) and reports: episodes passed out of N,
+episodes/s (N over the command's wall time), the median and p90 episode latency (a run's finished_at - started_at)
+and each step's median duration (the step breakdown). Beside them, the median of single `agentenv run hello` calls
+in the same hub, the unit the issue's goals are ratios of.
+
+--with-reference also times the reference's `agent-env run hello` (.venv-ref) --reference-runs times, one after
+another and each in a fresh XDG_STATE_HOME (it has no hub and no --k), and prints its runs/s beside ours.
+
+Nothing here is asserted by the tests (DESIGN.md section 9). Exit 1 when an episode failed or a command broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTENV = ROOT / ".venv" / "bin" / "agentenv"
+REF_AGENT_ENV = ROOT / ".venv-ref" / "bin" / "agent-env"
+BUNDLE_SOURCES = {"hello": None, "support": ROOT / "examples" / "support"}  # None: the built-in bundle
+
+
+@dataclass
+class Measure:
+    bundle: str
+    concurrency: int
+    episodes: int
+    passed: int
+    wall_s: float
+    latencies: list[float] = field(default_factory=list)
+    steps: dict[str, list[float]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def per_s(self) -> float:
+        return self.episodes / self.wall_s if self.wall_s else 0.0
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _agentenv(project: Path, env: dict[str, str], *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([str(AGENTENV), *args], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def run_batch(project: Path, env: dict[str, str], bundle: str, concurrency: int, episodes: int) -> Measure:
+    target = bundle if BUNDLE_SOURCES[bundle] is None else str(project / bundle)
+    started = time.perf_counter()
+    proc = _agentenv(project, env, "run", target, "--k", str(episodes), "--concurrency", str(concurrency), "--json")
+    wall = time.perf_counter() - started
+    try:
+        runs: list[dict[str, Any]] = json.loads(proc.stdout)
+    except ValueError:
+        raise SystemExit(f"`agentenv run {bundle}` printed no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    measure = Measure(bundle, concurrency, len(runs), sum(r.get("status") == "passed" for r in runs), wall)
+    steps: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        if run.get("started_at") and run.get("finished_at"):
+            measure.latencies.append(run["finished_at"] - run["started_at"])
+        for name, step in (run.get("steps") or {}).items():
+            if step.get("duration_s") is not None:
+                steps[f"{name} ({step.get('type')})"].append(float(step["duration_s"]))
+        if run.get("status") != "passed":
+            measure.failures.append(str(run.get("error") or run.get("status"))[:300])
+    measure.steps = dict(steps)
+    return measure
+
+
+def single_hello(project: Path, env: dict[str, str], reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        proc = _agentenv(project, env, "run", "hello")
+        times.append(time.perf_counter() - started)
+        if proc.returncode != 0:
+            raise SystemExit(f"`agentenv run hello` failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return times
+
+
+def reference_hello(runs: int) -> list[float] | str:
+    if not REF_AGENT_ENV.exists():
+        return f"no reference CLI at {REF_AGENT_ENV} (scripts/setup.sh --test installs it)"
+    times = []
+    for _ in range(runs):
+        state = tempfile.mkdtemp(prefix="agentenv-bench-ref-")
+        try:
+            started = time.perf_counter()
+            proc = subprocess.run([str(REF_AGENT_ENV), "run", "hello"], cwd=state, capture_output=True, text=True,
+                                  env={**os.environ, "XDG_STATE_HOME": state}, timeout=300, check=False)
+            times.append(time.perf_counter() - started)
+            if proc.returncode != 0:
+                return f"`agent-env run hello` failed: {(proc.stderr or proc.stdout)[-500:]}"
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+    return times
+
+
+def report(measures: list[Measure], hello_s: list[float], reference: list[float] | str | None) -> None:
+    hello_p50 = statistics.median(hello_s)
+    print(f"\n`agentenv run hello` in the same hub, one at a time: p50 {hello_p50 * 1000:.0f} ms over {len(hello_s)}")
+    print(f"\n{'bundle':<9}{'conc':>5}{'passed':>10}{'eps/s':>8}{'p50 s':>8}{'p90 s':>8}{'p50/hello':>11}")
+    for m in measures:
+        p50 = _quantile(m.latencies, 0.5)
+        print(f"{m.bundle:<9}{m.concurrency:>5}{f'{m.passed}/{m.episodes}':>10}{m.per_s:>8.2f}{p50:>8.2f}"
+              f"{_quantile(m.latencies, 0.9):>8.2f}{p50 / hello_p50:>10.1f}x")
+    for m in measures:
+        print(f"\nsteps of {m.bundle} at concurrency {m.concurrency} (median s over {m.episodes} episodes):")
+        for name, values in sorted(m.steps.items(), key=lambda kv: -statistics.median(kv[1])):
+            print(f"  {statistics.median(values):7.3f}  {name}")
+        for failure in m.failures[:5]:
+            print(f"  FAILED: {failure}")
+    if reference is not None:
+        print("\nthe reference's `agent-env run hello`, one-shot, one after another:")
+        if isinstance(reference, str):
+            print(f"  not measured: {reference}")
+        else:
+            ref_p50 = statistics.median(reference)
+            print(f"  p50 {ref_p50 * 1000:.0f} ms ({1 / ref_p50:.2f} runs/s); ours in the hub p50 "
+                  f"{hello_p50 * 1000:.0f} ms ({1 / hello_p50:.2f} runs/s): ours {ref_p50 / hello_p50:.1f}x faster")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", default="1,10,50", help="comma-separated concurrencies")
+    parser.add_argument("--episodes-per-slot", type=int, default=2, help="episodes per concurrency slot")
+    parser.add_argument("--bundles", default="hello,support", help=f"of {', '.join(BUNDLE_SOURCES)}")
+    parser.add_argument("--sandbox", default="process", help="AGENTENV_SANDBOX_DEFAULT for the hub")
+    parser.add_argument("--hello-reps", type=int, default=5)
+    parser.add_argument("--with-reference", action="store_true")
+    parser.add_argument("--reference-runs", type=int, default=8)
+    args = parser.parse_args()
+    bundles = [b.strip() for b in args.bundles.split(",") if b.strip()]
+    unknown = [b for b in bundles if b not in BUNDLE_SOURCES]
+    if unknown:
+        parser.error(f"unknown bundle(s) {unknown}; known: {', '.join(BUNDLE_SOURCES)}")
+    concurrencies = [int(c) for c in args.concurrency.split(",") if c.strip()]
+
+    workdir = Path(tempfile.mkdtemp(prefix="agentenv-bench-episodes-"))
+    project = workdir / "proj"
+    (project / ".agentenv").mkdir(parents=True)
+    for name in bundles:
+        source = BUNDLE_SOURCES[name]
+        if source is not None:
+            shutil.copytree(source, project / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+    env["AGENTENV_SANDBOX_DEFAULT"] = args.sandbox
+    measures: list[Measure] = []
+    try:
+        up = _agentenv(project, env, "up", "--detach", timeout=120)
+        if up.returncode != 0:
+            raise SystemExit(f"`agentenv up --detach` failed:\n{up.stderr}")
+        for name in bundles:  # one warm-up episode each: first imports and the bundle's first store
+            run_batch(project, env, name, 1, 1)
+        hello_s = single_hello(project, env, args.hello_reps)
+        for name in bundles:
+            for concurrency in concurrencies:
+                episodes = max(concurrency * args.episodes_per_slot, 4)
+                print(f"{name}: {episodes} episodes at concurrency {concurrency} ...", file=sys.stderr, flush=True)
+                measures.append(run_batch(project, env, name, concurrency, episodes))
+    finally:
+        _agentenv(project, env, "down", timeout=120)
+        shutil.rmtree(workdir, ignore_errors=True)
+    reference = reference_hello(args.reference_runs) if args.with_reference else None
+    report(measures, hello_s, reference)
+    return 0 if all(m.passed == m.episodes for m in measures) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

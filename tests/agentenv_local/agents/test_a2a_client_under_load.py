@@ -1,0 +1,119 @@
+"""Our A2A client does not lose requests to a server's keep-alive close, and an in-hub agent answers many prompts
+at once (issue 16: 12 of 100 `support` episodes at --concurrency 50 failed with `cannot reach .../a2a`).
+
+The cause: the client kept idle connections for 5 s, exactly as long as uvicorn (our agents, the reference's)
+keeps them open. A prompt sent between conversation turns on a connection idle that long could reach the server
+just as it closed the connection: the request was reset (a ReadError), and the prompt failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import uvicorn
+
+from agentenv_local.agents.client import KEEPALIVE_EXPIRY_S, A2AClient
+from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub
+
+# Longer than our expiry, shorter than the 5 s both sides used to keep an idle connection (a fixed figure:
+# with the old expiry the client would reuse the connection after this long).
+IDLE_S = 1.5
+CARD = {"name": "keepalive-probe", "description": "x", "url": "http://127.0.0.1/a2a", "protocolVersion": "0.3",
+        "version": "1", "capabilities": {}, "skills": [], "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"]}
+
+
+async def _one_request_per_connection_server() -> tuple[asyncio.Server, int, dict[str, int]]:
+    """A server that answers the first request on a connection (keeping it open) and resets the connection
+    when another request arrives on it: what a client meets when its request crosses the server's keep-alive
+    close, every time instead of by bad luck."""
+    counts = {"connections": 0, "answered": 0, "reset": 0}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        counts["connections"] += 1
+        served = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if served:
+                    counts["reset"] += 1
+                    writer.transport.abort()  # unread data + close: the client sees a reset
+                    return
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                if length:
+                    await reader.readexactly(length)
+                body = json.dumps(CARD).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\n\r\n" % len(body) + body)
+                await writer.drain()
+                served += 1
+                counts["answered"] += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], counts
+
+
+def test_an_idle_connection_is_not_reused_past_the_expiry():
+    async def main() -> dict[str, Any]:
+        server, port, counts = await _one_request_per_connection_server()
+        async with server, A2AClient(f"http://127.0.0.1:{port}") as client:
+            await client.card()
+            await asyncio.sleep(IDLE_S)
+            card = await client.card(refresh=True)
+        return {"card": card, **counts}
+
+    seen = asyncio.run(main())
+    assert seen["card"]["name"] == "keepalive-probe"
+    assert seen["reset"] == 0 and seen["answered"] == 2 and seen["connections"] == 2, seen
+
+
+def test_the_expiry_is_below_the_keep_alive_of_the_servers_we_talk_to():
+    """uvicorn serves our agents (in the hub and as subprocesses) and the reference's with its default."""
+    assert KEEPALIVE_EXPIRY_S < IDLE_S < uvicorn.Config(app="unused:app").timeout_keep_alive
+
+
+def test_our_servers_keep_idle_connections_longer_than_clients_reuse_them():
+    """Clients we do not control (mcp's, the reference's, an editor's) keep reusing an idle connection for httpx's
+    default 5 s: the servers the hub runs (agents, gateways, in-hub envs) must not close one sooner."""
+    import httpx2
+
+    client_expiry = httpx2.Limits().keepalive_expiry or 0.0
+
+    async def main() -> float:
+        hosted = await serve_in_hub(resolve_spec("scripted"), {"plan": {"steps": [{"reply": "x"}]}})
+        try:
+            return float(hosted._server.config.timeout_keep_alive)
+        finally:
+            await hosted.stop()
+
+    assert asyncio.run(main()) >= 2 * client_expiry > 0
+
+
+def test_sixty_concurrent_prompts_to_one_in_hub_agent_are_all_answered():
+    plan = {"plan": {"steps": [{"reply": "echo: {input}"}]}}
+
+    async def main() -> list[Any]:
+        hosted = await serve_in_hub(resolve_spec("scripted"), plan)
+        try:
+            async def ask(i: int) -> Any:
+                async with A2AClient(hosted.url) as client:
+                    first = await client.prompt(f"q{i}", context_id=f"c{i}", timeout=120)
+                    # a second turn on the same client after the first one's connection went idle
+                    await asyncio.sleep(IDLE_S)
+                    second = await client.prompt(f"again {i}", context_id=f"c{i}", timeout=120)
+                    return first, second
+
+            return await asyncio.gather(*(ask(i) for i in range(60)), return_exceptions=True)
+        finally:
+            await hosted.stop()
+
+    results = asyncio.run(main())
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert not failures, failures[:3]
+    answered = [(a.state, a.text, b.state, b.text) for a, b in (r for r in results if isinstance(r, tuple))]
+    assert answered == [("completed", f"echo: q{i}", "completed", f"echo: again {i}") for i in range(60)]
