@@ -71,11 +71,12 @@ def preflight(store, bundle: Bundle, sandbox: str | None = None, agent: str | No
 
     problems += undeployable_env_problems(bundle, types)  # the reference's env types that cannot run offline
     for task in bundle.tasks.values():
+        written = _written_artifacts(task.steps, types)
         for raw in task.steps:
             cls = types.get(raw.get("type") or "")
             at = f"tasks/{task.source.name}: step {raw.get('id')!r}: field"
             for field_name, ref in _artifact_refs(raw, cls):
-                if not ref or ref in bundle_ids or "<" in ref:  # seed placeholders resolve per run
+                if not ref or ref in bundle_ids or ref in written or "<" in ref:  # seeds' <key>: filled per run
                     continue
                 if store.documents.find("artifacts", ref) is None:
                     here = ", ".join(bundle.artifacts) or "none"
@@ -118,6 +119,19 @@ def _artifact_refs(raw: dict, cls) -> list[tuple[str, str]]:
         if isinstance(ref, str):
             refs.append((f"artifacts[{i}]", ref))
     return refs
+
+
+def _written_artifacts(steps: list[dict], types: dict) -> set[str]:
+    """The artifact ids the task's steps write under the names they are given (their output fields), which a
+    later step may read before any of them is stored."""
+    from agentenv_local.tasks.entity_refs import ref_sites
+
+    out = set()
+    for raw in steps:
+        for site in ref_sites(raw, types.get(raw.get("type") or ""), "output_artifact"):
+            suffix = raw.get("universe_id_suffix")  # collect_artifacts appends it to the id
+            out |= {site.value, site.value + suffix} if isinstance(suffix, str) else {site.value}
+    return out
 
 
 def _env_problems(store, bundle: Bundle, raw: dict, cls) -> list[tuple[str, str]]:

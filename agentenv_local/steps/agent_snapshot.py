@@ -32,6 +32,7 @@ class SnapshotAgentStateStep(Step):
     type: ClassVar[str] = "snapshot_agent_state"
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ("universe_artifact_id",)
     env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
+    output_artifact_ref_fields: ClassVar[tuple[str, ...]] = ("artifact_id",)
 
     agent_name: str = Field(default="default-agent", min_length=1)
     prompt_id: str | None = None  # None: the agent's latest prompt

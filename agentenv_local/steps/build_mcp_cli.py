@@ -109,6 +109,7 @@ if __name__ == "__main__":
 
 class BuildMcpCliStep(EnvStep):
     type: ClassVar[str] = "build_mcp_cli"
+    output_artifact_ref_fields: ClassVar[tuple[str, ...]] = ("cli_artifact_id",)
 
     command_name: str = Field(min_length=1)
     cli_artifact_id: str | None = None  # None: "<env_id>-cli"

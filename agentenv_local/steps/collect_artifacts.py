@@ -104,6 +104,7 @@ def file_entry(path: str, data: bytes, **extra: Any) -> dict:
 class CollectArtifactsStep(Step):
     type: ClassVar[str] = "collect_artifacts"
     env_ref_fields: ClassVar[tuple[str, ...]] = ("env_id",)
+    output_artifact_ref_fields: ClassVar[tuple[str, ...]] = ("artifact_id",)  # + universe_id_suffix
 
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
     container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name

@@ -528,6 +528,7 @@ class ApplyServerConfigStep(EnvStep):
 class SnapshotEnvStep(EnvStep):
     type: ClassVar[str] = "snapshot_env"
     artifact_ref_fields: ClassVar[tuple[str, ...]] = ("original_universe_artifact_id",)
+    output_artifact_ref_fields: ClassVar[tuple[str, ...]] = ("snapshot_id",)
 
     snapshot_id: str | None = None
     include_env_trajectory: bool = False

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-# Entity kind -> the step class variable that declares its fields.
-REF_FIELDS = {"artifact": "artifact_ref_fields", "env": "env_ref_fields", "agent": "agent_ref_fields"}
+# Entity kind -> the step class variable that declares its fields. "output_artifact": the artifact a step
+# writes under the id it is given (snapshot_env's snapshot_id, ...), which a later step of the task may read.
+REF_FIELDS = {"artifact": "artifact_ref_fields", "env": "env_ref_fields", "agent": "agent_ref_fields",
+              "output_artifact": "output_artifact_ref_fields"}
 
 
 @dataclass(frozen=True)

@@ -125,3 +125,17 @@ def test_every_ignored_entry_is_printed_once(tmp_path):
     run = cli(tmp_path, "run", "./b")  # a real run prints them too
     assert run.returncode == 0, run.stderr
     assert sum("ignored" in ln for ln in run.stderr.splitlines()) == 3
+
+
+def test_an_artifact_an_earlier_step_writes_may_be_read(tmp_path):
+    root = _bundle(tmp_path / "b", [{"id": "env", "type": "deploy_env", "env_id": "mail"},
+                                    {"id": "snap", "type": "snapshot_env", "env_id": "mail", "snapshot_id": "snap1"},
+                                    {"id": "back", "type": "load_artifact", "env_id": "mail", "artifact_id": "snap1"}])
+    shutil.copytree(EXAMPLES / "support" / "envs" / "mail", root / "envs" / "mail")
+    done = cli(tmp_path, "run", "./b", "--dry-run")
+    assert done.returncode == 0, done.stderr  # snapshot_env writes it under that id before load_artifact runs
+
+    steps = json.loads((root / "tasks" / "hello.json").read_text())
+    (root / "tasks" / "hello.json").write_text(json.dumps([steps[0], steps[2]]))
+    lines = _dry_run_fails(tmp_path)
+    _line(lines, "step 'back': field 'artifact_id': artifact 'snap1' is not in this bundle")

@@ -51,12 +51,13 @@ def test_every_entity_field_the_reference_declares_is_declared_here():
         if cls is None:  # a step type we do not have: nothing to resolve
             continue
         for path, kind, role in refs:
-            if role != "input" or path in RESOLVED_BY_SHAPE or (step_type, path) in NOT_DECLARED:  # an output: written
+            if path in RESOLVED_BY_SHAPE or (step_type, path) in NOT_DECLARED:
                 continue
             checked += 1
-            declared = declared_paths(cls, kind)
+            # An output names what the step writes, which a later step of the task may read.
+            declared = declared_paths(cls, kind if role == "input" else f"output_{kind}")
             if path not in declared and path.removesuffix("[]") not in declared:  # env_ids means env_ids[]
-                missing.append(f"{step_type}: {kind} {path}")
+                missing.append(f"{step_type}: {role} {kind} {path}")
     assert not missing, missing
     assert checked >= 40  # the check saw the reference's declarations, not an empty registry
 
