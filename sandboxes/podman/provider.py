@@ -338,6 +338,9 @@ class PodmanSandboxProvider(SandboxProvider):
             if not self.config.get("containers_conf") and not marker_path().exists():
                 configure(base, self.config, log=self._say)
                 mark_set_up(self.config)
+                # A service we started before the fixes were written (say, to list containers) runs without
+                # them: every container it starts would fail (`error setting rlimit ...`). Restart it.
+                self.service.stop()
             self._ready_done = True
         return self.service.client()
 

@@ -9,6 +9,7 @@ configuration without this machine's fixes): the real setup other tests use is n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -97,3 +98,35 @@ def test_explicit_podman_without_the_fixes_fails_naming_setup(tmp_path, podman_b
     assert proc.returncode != 0
     assert "`agentenv sandbox setup`" in proc.stdout + proc.stderr
     assert not _setup_notes(proc), "an explicit podman must not fall back to process"
+
+
+def test_a_service_started_before_the_fixes_is_restarted_with_them(tmp_path, podman_base_image, monkeypatch,
+                                                                     provider_factory):
+    """On a machine never set up, the first explicit podman sandbox probes the fixes; a Podman service this
+    provider had already started (without them) must not be the one that starts the container."""
+    from agentenv_local.sandbox_api import SandboxSpec
+    from sandboxes.podman.engine import auto_conf_path
+    from sandboxes.podman.readiness import marker_path
+
+    if not auto_conf_path().is_file():
+        pytest.skip("this machine's Podman needs no fixes")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("CONTAINERS_CONF", raising=False)
+    provider = provider_factory()
+    assert "not set up" in (provider.unusable_reason() or "")
+    provider.service.client()  # started now, before any fixes exist
+    started_before = provider.service._proc
+
+    async def make_and_run() -> tuple[int, str]:
+        sandbox = await provider.create(SandboxSpec(name="box"))
+        try:
+            result = await sandbox.exec("echo ok")
+            return result.exit_code, result.stdout
+        finally:
+            await sandbox.terminate()
+            await provider.aclose()
+
+    exit_code, out = asyncio.run(make_and_run())
+    assert (exit_code, out.strip()) == (0, "ok")
+    assert marker_path().is_file() and auto_conf_path().is_file()  # probed into this test's config folder
+    assert started_before is not None and started_before.poll() is not None  # the fix-less service was stopped
