@@ -50,8 +50,14 @@ fi
 # releases require Python 3.12 exactly (Requires-Python ==3.12.*): found as $PYTHON312 or python3.12.
 openhands_version=1.16.0
 venv="$cache/openhands-venv"
-python312=${PYTHON312:-python3.12}
-"$python312" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null || python312=""  # a pyenv shim may not run
+python312=""
+for candidate in ${PYTHON312:-} python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+  # the first that runs as 3.12 (a pyenv shim of a version not selected here does not)
+  if "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+    python312=$candidate
+    break
+  fi
+done
 if [ -x "$venv/bin/python" ] && [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("openhands"))' 2>/dev/null)" = "$openhands_version" ]; then
   :
 elif [ -z "$python312" ]; then

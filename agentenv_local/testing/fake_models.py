@@ -11,12 +11,13 @@
 It is a real HTTP server (uvicorn in a background thread, listening on 127.0.0.1, any free port)
 serving `POST /v1/chat/completions` (OpenAI Chat Completions), `POST /v1/messages` (Anthropic
 Messages), `POST /v1/responses` (OpenAI Responses API) and `POST /v1beta/models/MODEL:generateContent`
-(Gemini; `:streamGenerateContent`, `:countTokens`), each plain or streamed as server-sent events, plus the side calls coding CLIs make (`GET /v1/models`,
-`POST /v1/messages/count_tokens`). Each request is checked strictly, the way the real APIs check it: required fields,
-message and content-block shapes, that tool results answer the tool calls of the assistant turn
-right before them, tool schemas, sampling ranges, and the auth header (`Authorization: Bearer KEY`
-or `x-api-key: KEY` plus `anthropic-version`). A bad request gets the API's own error shape (400 or
-401) and does not consume the script.
+(Gemini; `:streamGenerateContent`, `:countTokens`), each plain or streamed as server-sent events,
+plus the side calls coding CLIs make (`GET /v1/models`, `POST /v1/messages/count_tokens`). Each
+request is checked strictly, the way the real APIs check it: required fields, message and
+content-block shapes, that tool results answer the tool calls of the assistant turn right before
+them, tool schemas, sampling ranges, and the auth header (`Authorization: Bearer KEY`,
+`x-api-key: KEY` plus `anthropic-version`, or `x-goog-api-key: KEY`). A bad request gets the API's
+own error shape (400 or 401) and does not consume the script.
 
 A good request is answered by the next item of `script` (a `Reply`, or a callable taking the
 `RecordedRequest` and returning one); when the script is used up, by `responder` (default:

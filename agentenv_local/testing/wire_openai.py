@@ -10,11 +10,12 @@ from agentenv_local.testing.wire_checks import OPENAI_NAME, check_sampling, chec
 _OPENAI_TOP = {"model", "messages", "tools", "tool_choice", "max_tokens", "max_completion_tokens", "temperature",
                "top_p", "response_format", "stream", "stream_options", "n", "stop", "seed", "user",
                "parallel_tool_calls", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs",
-               "metadata", "logit_bias", "store", "reasoning_effort"}
+               "metadata", "logit_bias", "store", "reasoning_effort", "prompt_cache_key", "safety_identifier",
+               "service_tier", "verbosity", "modalities", "prediction", "web_search_options", "prompt_cache_retention"}
 _OPENAI_MSG_KEYS = {"system": {"role", "content", "name"}, "developer": {"role", "content", "name"},
                     "user": {"role", "content", "name"},
                     "assistant": {"role", "content", "tool_calls", "name", "refusal"},
-                    "tool": {"role", "content", "tool_call_id"}}
+                    "tool": {"role", "content", "tool_call_id", "name"}}  # LiteLLM names the tool
 
 
 def _openai_content(content: Any, where: str, problems: list[str], *, role: str) -> None:

@@ -21,11 +21,12 @@ CLI_CACHE = ROOT / ".cache" / "agent-clis"
 MODEL_KEY = "sk-fake-agent-cli-key"
 
 
-def cli_path(name: str, binary: str) -> Path:
-    """The CLI's executable in the cache, or skip (fail under AGENTENV_REQUIRE_AGENT_CLIS=1)."""
-    path = CLI_CACHE / name / "node_modules" / ".bin" / binary
+def cli_path(name: str, binary: str, *, venv: bool = False) -> Path:
+    """The CLI's executable in the cache (an npm prefix, or with `venv` a Python venv), or skip (fail under
+    AGENTENV_REQUIRE_AGENT_CLIS=1)."""
+    path = CLI_CACHE / name / ("bin" if venv else "node_modules/.bin") / binary
     if not path.exists():
-        message = f"{binary} is not installed in {path.parent.parent.parent}: run scripts/setup-agent-clis.sh"
+        message = f"{binary} is not installed in {CLI_CACHE / name}: run scripts/setup-agent-clis.sh"
         if os.environ.get("AGENTENV_REQUIRE_AGENT_CLIS") == "1":
             pytest.fail(message)
         pytest.skip(message)

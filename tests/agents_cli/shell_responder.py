@@ -14,7 +14,8 @@ from typing import Any
 from agentenv_local.testing.fake_models import RecordedRequest, Reply
 
 COMMAND = "echo $((6 * 7))"
-SHELL_TOOLS = ("Bash", "shell", "exec_command", "shell_command", "run_shell_command", "bash", "execute_bash")
+SHELL_TOOLS = ("Bash", "shell", "exec_command", "shell_command", "run_shell_command", "bash", "execute_bash",
+               "terminal")
 
 
 def shell_arguments(schema: dict, command: str = COMMAND) -> dict[str, Any]:
@@ -26,7 +27,10 @@ def shell_arguments(schema: dict, command: str = COMMAND) -> dict[str, Any]:
             args[key] = ["bash", "-lc", command] if kind == "array" else command
             break
     for key in schema.get("required") or []:
-        if key not in args and (props.get(key) or {}).get("type") == "string":
+        prop = props.get(key) or {}
+        if key not in args and prop.get("enum"):
+            args[key] = prop["enum"][0]  # e.g. OpenHands' security_risk
+        elif key not in args and prop.get("type") == "string":
             args[key] = "compute 6 * 7"
     return args
 

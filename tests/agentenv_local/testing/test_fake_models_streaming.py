@@ -226,3 +226,13 @@ def test_responses_namespaced_tools_are_called_with_namespace_and_name_apart(srv
                      {"type": "function_call_output", "call_id": call["call_id"], "output": "hi"}]
     assert post(srv, "/v1/responses", body, OA).status_code == 200
     assert srv.requests[-1].messages[1]["tool_calls"][0]["name"] == "mcp__echo.echo"
+
+
+def test_chat_fields_litellm_sends_are_taken(srv: FakeModelServer) -> None:
+    # OpenHands (through LiteLLM) sends prompt_cache_key and names the tool in its tool messages
+    body = {"model": "g", "prompt_cache_key": "k1", "tools": [SHELL_OA], "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "shell", "content": "42"}]}
+    assert post(srv, "/v1/chat/completions", body, OA).status_code == 200
