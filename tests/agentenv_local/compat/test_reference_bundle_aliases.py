@@ -98,3 +98,11 @@ def test_a_store_env_of_the_aliass_id_wins_over_the_alias(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     [run] = json.loads(done.stdout)
     assert run["context"]["deployed_envs"][0]["env_id"] == "talker"  # the store's, not envs/echo/
+
+
+def test_what_aliases_toml_holds_that_is_not_used_is_printed_one_line_each(tmp_path):
+    _bundle(tmp_path, '[envs]\necho = ["talker"]\n[artifacts]\nx = ["y"]\n')
+    done = cli(tmp_path, "run", "./b", "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if "aliases.toml" in line]
+    assert len(lines) == 1 and "aliases.toml [artifacts]: ignored" in lines[0]
