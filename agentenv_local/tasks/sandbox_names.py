@@ -2,7 +2,8 @@
 
 The reference's bundles say `sandbox_type: "local"`: its local provider runs a `vm` sandbox as a
 work folder with host subprocesses (our `process`) and a `container` sandbox in Docker (our
-`podman`). Its cloud providers (modal, e2b, ...) have no counterpart offline: naming one is a clear
+`podman`, falling back to `process` with a notice where Podman is not ready, so a reference bundle
+still runs on a machine without it). Its cloud providers (modal, e2b, ...) have no counterpart offline: naming one is a clear
 error that says what is installed and that `--sandbox` overrides a step's own `sandbox_type`.
 A provider installed under one of these names (a plugin called `local`, say) wins over the mapping.
 """
@@ -14,7 +15,7 @@ from agentenv_local.plugins import registry
 
 # The reference's spellings for providers on this machine -> ours, by sandbox_mode.
 _LOCAL_SPELLINGS: dict[str, dict[str, str]] = {
-    "local": {"vm": "process", "container": "podman"},
+    "local": {"vm": "process", "container": "podman,process"},
     "docker": {"vm": "podman", "container": "podman"},
 }
 # The reference's providers that run elsewhere (its built-in registry).
