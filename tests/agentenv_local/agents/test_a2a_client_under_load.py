@@ -117,3 +117,34 @@ def test_sixty_concurrent_prompts_to_one_in_hub_agent_are_all_answered():
     assert not failures, failures[:3]
     answered = [(a.state, a.text, b.state, b.text) for a, b in (r for r in results if isinstance(r, tuple))]
     assert answered == [("completed", f"echo: q{i}", "completed", f"echo: again {i}") for i in range(60)]
+
+
+def test_clients_share_one_tls_context(monkeypatch):
+    """A hub makes A2A clients by the hundred under load; each one building its TLS context (loading the CA
+    bundle) blocked the hub's loop. They share one, which still verifies certificates."""
+    import ssl
+
+    import httpcore2
+
+    from agentenv_local.agents import client as client_module
+
+    built: list[ssl.SSLContext] = []
+    real = httpcore2.default_ssl_context
+
+    def counting(**kwargs: bool) -> ssl.SSLContext:  # what httpx calls to build a verifying context
+        built.append(real(**kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counting)
+    monkeypatch.setattr(client_module, "_TLS_CONTEXT", None)
+    clients = [A2AClient(f"http://127.0.0.1:{9 + i}") for i in range(20)]
+    contexts = {id(client._client()._transport._pool._ssl_context) for client in clients}
+
+    async def close() -> None:
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(close())
+    assert len(built) == 1 and len(contexts) == 1
+    shared = client_module._tls_context()
+    assert shared.verify_mode == ssl.CERT_REQUIRED and shared.check_hostname
