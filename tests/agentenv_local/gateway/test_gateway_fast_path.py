@@ -471,7 +471,7 @@ def test_gateway_protocol_serves_handshake_era_and_modern_clients(echo_url):
             assert answers == [{"result": f"s{i}"} for i in range(60)]
 
         asyncio.run(go())
-    assert counts["fast"] >= 40  # the modern clients' calls and lists; legacy sessions take the stack
+    assert counts["fast"] >= 40  # the modern clients' calls and lists (and, since issue 16, the legacy sessions')
 
 
 def test_lean_path_on_a_handshake_era_child_answers_as_the_client_does():
