@@ -43,8 +43,12 @@ class AgentInstances:
             self.store.records.save(COLLECTION, rec["id"], body)
 
     def instances(self, status: str | None = None) -> list[dict]:
-        rows = [r["body"] for r in self.store.records.query({"collection": COLLECTION})]
-        rows = [r for r in rows if status is None or r.get("status") == status]
+        from agentenv_local.query import Query
+
+        query = Query(COLLECTION)
+        if status is not None:  # in SQL: the hub's sweep asks every 5 s, and stopped instances pile up
+            query.where("status", "eq", status)
+        rows = [r["body"] for r in self.store.records.query(query)]
         return sorted(rows, key=lambda r: r.get("created_at", 0), reverse=True)
 
     async def deploy(self, agent_id: str, version: int | None = None, *, runtime: str = "in_hub",

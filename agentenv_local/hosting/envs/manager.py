@@ -66,11 +66,10 @@ class EnvManager:
     def instances(self, status: str | None = None) -> list[dict]:
         from agentenv_local.query import Query
 
-        out = []
-        for rec in self.store.records.query(Query(INSTANCES)):
-            if status is None or rec["body"].get("status") == status:
-                out.append(rec["body"])
-        return out
+        query = Query(INSTANCES)
+        if status is not None:  # in SQL: the hub's sweep asks every 5 s, and torn-down records pile up
+            query.where("status", "eq", status)
+        return [rec["body"] for rec in self.store.records.query(query)]
 
     def instance(self, instance_id: str) -> dict:
         rec = self.store.records.find(INSTANCES, instance_id)
