@@ -167,18 +167,6 @@ MAX_EVENT_CHARS = 16 * 1024 * 1024
 # two equal, a request sent on a connection idle that long could meet the server closing it: the request
 # is lost with a connection reset (a ReadError), which under load failed prompts between conversation turns.
 KEEPALIVE_EXPIRY_S = 1.0
-_TLS_CONTEXT: Any = None
-
-
-def _tls_context() -> Any:
-    """One TLS context for every client this process makes, verifying as httpx does by default. Building one loads
-    the CA bundle: paid per client (a run makes several per agent) it was an eighth of a loaded hub's loop time."""
-    global _TLS_CONTEXT
-    if _TLS_CONTEXT is None:
-        import httpx2
-
-        _TLS_CONTEXT = httpx2.create_ssl_context()
-    return _TLS_CONTEXT
 
 
 async def _sse_data(answer: Any, url: str) -> AsyncGenerator[str, None]:
@@ -266,10 +254,12 @@ class A2AClient:
         if self._http is None:
             import httpx2
 
+            from agentenv_local.http_clients import shared_tls_context
+
             limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20,
                                    keepalive_expiry=KEEPALIVE_EXPIRY_S)
             self._http = httpx2.AsyncClient(timeout=self._timeout, headers=self._headers, limits=limits,
-                                            verify=_tls_context())
+                                            verify=shared_tls_context())
         return self._http
 
     @staticmethod

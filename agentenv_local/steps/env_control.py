@@ -82,8 +82,10 @@ class EnvGateway:
     async def __aenter__(self) -> Self:
         import httpx2
 
+        from agentenv_local.http_clients import shared_tls_context
+
         self._http = httpx2.AsyncClient(base_url=self.base, timeout=httpx2.Timeout(self.timeout, connect=10),
-                                        headers=admin_headers(self.ctx, self.record))
+                                        headers=admin_headers(self.ctx, self.record), verify=shared_tls_context())
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -42,8 +42,10 @@ async def fetch_card(card_url: str, gateway: Any) -> dict | None:
     """The card served at `card_url`; else the gateway's own, if there is one."""
     import httpx2
 
+    from agentenv_local.http_clients import shared_tls_context
+
     try:
-        async with httpx2.AsyncClient(timeout=10.0) as http:
+        async with httpx2.AsyncClient(timeout=10.0, verify=shared_tls_context()) as http:
             r = await http.get(card_url)
         if r.status_code == 200:
             return r.json()

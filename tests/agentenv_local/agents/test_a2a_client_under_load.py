@@ -126,7 +126,7 @@ def test_clients_share_one_tls_context(monkeypatch):
 
     import httpcore2
 
-    from agentenv_local.agents import client as client_module
+    from agentenv_local import http_clients
 
     built: list[ssl.SSLContext] = []
     real = httpcore2.default_ssl_context
@@ -136,15 +136,19 @@ def test_clients_share_one_tls_context(monkeypatch):
         return built[-1]
 
     monkeypatch.setattr(httpcore2, "default_ssl_context", counting)
-    monkeypatch.setattr(client_module, "_TLS_CONTEXT", None)
+    monkeypatch.setattr(http_clients, "_context", None)
     clients = [A2AClient(f"http://127.0.0.1:{9 + i}") for i in range(20)]
     contexts = {id(client._client()._transport._pool._ssl_context) for client in clients}
 
-    async def close() -> None:
+    async def close_and_fetch_cards() -> None:
+        from agentenv_local.hosting.envs.serving import fetch_card
+
         for client in clients:
             await client.aclose()
+        for _ in range(5):  # the hub's other clients share it too (here: an env card fetched at deploy)
+            await fetch_card(f"http://127.0.0.1:{clients[0].base_url.rsplit(':', 1)[1]}/card", None)
 
-    asyncio.run(close())
+    asyncio.run(close_and_fetch_cards())
     assert len(built) == 1 and len(contexts) == 1
-    shared = client_module._tls_context()
+    shared = http_clients.shared_tls_context()
     assert shared.verify_mode == ssl.CERT_REQUIRED and shared.check_hostname
