@@ -3,8 +3,9 @@
 The reference's bundles say `sandbox_type: "local"`: its local provider runs a `vm` sandbox as a
 work folder with host subprocesses (our `process`) and a `container` sandbox in Docker (our
 `podman`, falling back to `process` with a notice where Podman is not ready, so a reference bundle
-still runs on a machine without it). Its cloud providers (modal, e2b, ...) have no counterpart offline: naming one is a clear
-error that says what is installed and that `--sandbox` overrides a step's own `sandbox_type`.
+still runs on a machine without it). Its cloud providers (modal, e2b, ...) have no counterpart offline:
+naming one is a clear error that says what is installed and that `--sandbox` overrides a step's own
+`sandbox_type`.
 A provider installed under one of these names (a plugin called `local`, say) wins over the mapping.
 """
 
