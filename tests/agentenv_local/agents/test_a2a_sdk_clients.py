@@ -1,7 +1,7 @@
 """Our A2A agents against a2a-sdk's own clients, method for method: 1.x's ClientFactory (transport negotiated from
 our card; its 1.0 JSON-RPC transport and its 0.3 compatibility transport) in this venv, and 0.3's client (what the
-reference uses) from .venv-ref through a2a_sdk03_client_check.py. The scripted agent is served in the hub (on this
-test's loop) and as a `python -m agentenv_local.agents scripted` subprocess, over real HTTP."""
+reference uses) from .venv-ref through reference_a2a_sdk03_client_check.py. The scripted agent is served in the
+hub (on this test's loop) and as a `python -m agentenv_local.agents scripted` subprocess, over real HTTP."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from a2a.utils.errors import (  # noqa: E402
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from google.protobuf.json_format import ParseDict  # noqa: E402
+from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]  # noqa: E402  # no stubs for protobuf
 
 from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub, spawn  # noqa: E402
 
@@ -75,7 +75,7 @@ async def _drive_sdk1(base: str, *, dialect: str) -> dict[str, Any]:
         card.supported_interfaces.extend(keep)
     streaming = ClientFactory(ClientConfig(streaming=True)).create(card)
     plain = ClientFactory(ClientConfig(streaming=False)).create(card)
-    seen["transport"] = type(plain._transport).__name__   # which one the factory negotiated from our card
+    seen["transport"] = type(plain._transport).__name__  # type: ignore[attr-defined]  # private; which one the factory negotiated from our card
     ctx = f"ctx-{uuid.uuid4().hex[:8]}"
     try:
         # send (blocking, no stream): the completed task comes back
@@ -233,7 +233,8 @@ def test_a2a_sdk03_client_with_our_agent(where):
         hosted = await _hosted(where)
         try:   # an asyncio subprocess: an agent in the hub runs on this loop and must keep serving meanwhile
             proc = await asyncio.create_subprocess_exec(
-                str(REF_PYTHON), str(ROOT / "tests/agentenv_local/agents/a2a_sdk03_client_check.py"), hosted.url,
+                str(REF_PYTHON), str(ROOT / "tests/agentenv_local/agents/reference_a2a_sdk03_client_check.py"),
+                hosted.url,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             out, err = await asyncio.wait_for(proc.communicate(), 180)
         finally:

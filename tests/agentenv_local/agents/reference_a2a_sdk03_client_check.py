@@ -1,7 +1,7 @@
 """Run from .venv-ref: a2a-sdk 0.3's ClientFactory client (the SDK the reference is built on) against an agent of
 ours at BASE_URL that follows test_a2a_sdk_clients.PLAN. Prints one JSON line with what it saw.
 
-    .venv-ref/bin/python a2a_sdk03_client_check.py http://127.0.0.1:PORT
+    .venv-ref/bin/python reference_a2a_sdk03_client_check.py http://127.0.0.1:PORT
 
 send, get, cancel, stream and resubscribe go through the SDK's client; 0.3 has no list method (the SDK's client has
 none), so ``tasks/list`` is sent as a plain JSON-RPC call on the same HTTP client and each task it returns is
