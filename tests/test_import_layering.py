@@ -3,18 +3,23 @@ inside functions and under TYPE_CHECKING alike):
 
 - the core (`agentenv_local`) never imports the `stores`, `sandboxes` or `tui` packages: it reaches them
   through the plugin registry (entry points), as it would a third party's;
-- the subpackages and modules of `agentenv_local` do not import each other in a circle.
+- the subpackages and modules of `agentenv_local` do not import each other in a circle;
+- each part imports exactly the parts its row of the map's table lists under "May import" (besides the
+  `errors`, `untrusted` and `inputs` every part may import), so the table says what the code does.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = "agentenv_local"
 BEHIND_THE_REGISTRY = ("stores", "sandboxes", "tui")
+MAP = ROOT / "docs" / "architecture.md"
+ANYONE_MAY_IMPORT = {"errors", "untrusted", "inputs"}
 
 
 def module_name(path: Path) -> str:
@@ -134,6 +139,36 @@ def test_the_core_packages_do_not_import_each_other_in_a_circle():
         describe(graph, c) for c in found)
 
 
+def allowed_imports(table: str) -> dict[str, set[str] | None]:
+    """part -> the parts its "May import" cell names (None: everything), from the rows of a top-level
+    subpackage (`agentenv_local/x/`) or module (`agentenv_local/x.py`) of the map's table."""
+    allowed: dict[str, set[str] | None] = {}
+    for row in re.findall(r"^\| `agentenv_local/([a-z_]+)(?:/|\.py)` \|.*\| ([^|]*) \|$", table, flags=re.MULTILINE):
+        part, cell = row
+        allowed[part] = None if cell.startswith("everything in the core") else set(re.findall(r"`([a-z_]+)`", cell))
+    return allowed
+
+
+def undeclared_imports(graph: dict[str, dict[str, set[str]]], allowed: dict[str, set[str] | None]) -> list[str]:
+    problems = []
+    for part in sorted(set(graph) | set(allowed)):
+        may = allowed.get(part, set())
+        if may is None:
+            continue
+        does = set(graph.get(part, {})) - ANYONE_MAY_IMPORT
+        for extra in sorted(does - may):
+            problems.append(f"{part} imports {extra} ({', '.join(sorted(graph[part][extra]))}): not in its row")
+        for stale in sorted(may - does - ANYONE_MAY_IMPORT):
+            problems.append(f"{part}'s row lists {stale}, which it no longer imports")
+    return problems
+
+
+def test_the_map_says_what_each_part_imports():
+    found = undeclared_imports(package_graph(python_files(CORE)), allowed_imports(MAP.read_text(encoding="utf-8")))
+    assert not found, ("docs/architecture.md's \"May import\" column differs from the code: change the code or, "
+                       "on purpose, the row:\n  " + "\n  ".join(found))
+
+
 def test_the_checks_see_function_level_and_relative_imports(tmp_path):
     # The checks themselves: a function-level import of sandboxes and a relative import are both seen,
     # and a three-package circle is found (a tail into it is not part of it).
@@ -143,3 +178,8 @@ def test_the_checks_see_function_level_and_relative_imports(tmp_path):
     assert (2, "sandboxes.podman") in lines and (3, "agentenv_local.tasks.model") in lines
     graph = {"a": {"b": {"x"}}, "b": {"c": {"y"}}, "c": {"a": {"z"}}, "d": {"a": {"w"}}}
     assert cycles(graph) == [["a", "b", "c"]]
+    table = ("| `agentenv_local/a/` | x | `b` |\n| `agentenv_local/c.py` | y | - |\n"
+             "| `agentenv_local/e/` | z | everything in the core |\n")
+    assert undeclared_imports({"a": {"b": {"m"}, "c": {"n"}}, "e": {"a": {"o"}}}, allowed_imports(table)) == [
+        "a imports c (n): not in its row"]
+    assert undeclared_imports({}, allowed_imports(table)) == ["a's row lists b, which it no longer imports"]
