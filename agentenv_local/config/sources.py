@@ -53,7 +53,8 @@ def search_path(start: Path | None = None, environ: Mapping[str, str] | None = N
 
 
 def _file_layer(start: Path | None, environ: Mapping[str, str] | None) -> dict[str, Any]:
-    from agentenv_local.config.loader import check_tree, discover, read_toml
+    from agentenv_local.config.checking import check_tree
+    from agentenv_local.config.files import discover, read_toml
 
     env = os.environ if environ is None else environ
     state_dir = find_state_dir(start, environ)
