@@ -22,7 +22,8 @@ def export_services(record: dict, token: str | None, timeout: float) -> dict[str
 
     from agentenv_local import jsonrpc
     from agentenv_local.errors import AgentenvError
-    from agentenv_local.steps.env_control import message_of, snapshot_file
+    from agentenv_local.steps.env_gateway import message_of
+    from agentenv_local.steps.env_snapshot import snapshot_file
 
     services = [c["name"] for c in record.get("children") or [] if isinstance(c, dict) and c.get("name")]
     if not services or not record.get("gateway_url"):
@@ -57,7 +58,7 @@ def export_services(record: dict, token: str | None, timeout: float) -> dict[str
 def snapshot(instance_id, snapshot_id, timeout, as_json):
     """Store a running env instance's state (every server's data/get) as an environment_universe artifact."""
     from agentenv_local.errors import NotFoundError, ValidationError
-    from agentenv_local.steps.env_control import store_snapshot
+    from agentenv_local.steps.env_snapshot import store_snapshot
 
     with session() as s:
         hub = HubMethods(s)

@@ -221,7 +221,7 @@ class DeployAgentStep(Step):
                 if self.env_ids and not has_extension(card, "mcp-config"):
                     raise StepError(f"step {self.id!r}: agent {self.agent_name!r} does not offer mcp-config/v1, so "
                                     "it cannot be given env_ids", hint="drop env_ids, or use an agent that does")
-                from .env_control import deployment
+                from .env_gateway import deployment
 
                 for env_id in self.env_ids:
                     env = deployment(ctx, env_id, self.env_step_id)  # env_step_id: that deploy_env step's

@@ -154,8 +154,8 @@ class CollectArtifactsStep(Step):
         if problems:
             raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
         if self.env_id:  # a computer-use env: its files through its cua_bash / cua_get_file tools
-            from .env_control import EnvGateway
             from .env_files import EnvFiles
+            from .env_gateway import EnvGateway
 
             async with EnvGateway(ctx, self.env_id, timeout=120) as gw:
                 await self._collect(ctx, f"env {self.env_id}", EnvFiles(gw, self.id))

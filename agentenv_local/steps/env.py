@@ -106,7 +106,7 @@ class DeployEnvStep(Step):
         files = ctx.artifact_files(doc)
         parts = [{"kind": "file", "file": {"name": rel, "bytes": base64.b64encode(data).decode()}}
                  for rel, data in files.items()]
-        from .env_control import admin_headers
+        from .env_gateway import admin_headers
 
         async with httpx2.AsyncClient(timeout=120, headers=admin_headers(ctx, record)) as http:
             for child in record.get("children") or []:

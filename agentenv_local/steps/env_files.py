@@ -17,7 +17,7 @@ from typing import Any
 
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 
-from .env_control import EnvGateway, message_of
+from .env_gateway import EnvGateway, message_of
 
 CUA_TOOLS = ("cua_bash", "cua_get_file")
 

@@ -25,7 +25,8 @@ from pydantic import Field
 from agentenv_local.errors import StepError
 
 from . import env_checks as checks
-from .env_control import EnvGateway, EnvStep, RpcError, message_of
+from .env_control import EnvStep
+from .env_gateway import EnvGateway, RpcError, message_of
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext

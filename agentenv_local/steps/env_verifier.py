@@ -27,7 +27,7 @@ from agentenv_local.tasks.scoring import AGGREGATORS
 from agentenv_local.tasks.step import Step
 
 from . import tail
-from .env_control import EnvGateway, admin_token, message_of
+from .env_gateway import EnvGateway, admin_token, message_of
 from .run_code import pick_script, run_script_on_host
 
 if TYPE_CHECKING:

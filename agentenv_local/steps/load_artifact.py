@@ -4,7 +4,7 @@ A `file_artifact_universe` lands under `destination_path` with its relative path
 artifact lands as its filename under `destination_path` (an `environment` as its file, an `environment_universe`
 as `<environment_name>/<file>`, a `cli` as its tree). Each load is recorded in
 `metadata.loaded_file_artifact_universes` (the reference's shape). With `env_id`, the files go
-into the deployed env's data plane instead (see `env_control.load_into_env`); with `agent_name`, into the
+into the deployed env's data plane instead (see `env_loading.load_into_env`); with `agent_name`, into the
 sandbox a deployed agent runs in. `collected_artifacts_step_id` (or the reference's `artifact_from_step_id`)
 loads what an earlier `collect_artifacts` (or `snapshot_env`) step stored instead of a named artifact; `urls`
 fetches files (see url_loads.py).
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
 
 # environment artifacts land in a sandbox as their files (a universe's under <environment_name>/); with env_id
-# each goes to the server it names (env_control.load_into_env); a cli lands as its tree.
+# each goes to the server it names (env_loading.load_into_env); a cli lands as its tree.
 LOADABLE_TYPES = (artifact_types.FILE, artifact_types.BUNDLE, artifact_types.ENVIRONMENT,
                   artifact_types.ENVIRONMENT_UNIVERSE, typed.CLI)
 
@@ -195,7 +195,7 @@ class LoadArtifactStep(Step):
                                 hint=exc.hint) from exc
             loads.append((doc, kind, files))
         if self.env_id:
-            from .env_control import load_into_env
+            from .env_loading import load_into_env
 
             await load_into_env(self, ctx, loads)
             return

@@ -167,7 +167,7 @@ class RunCodeStep(Step):
             record = ctx.deployed_env(self.env_id)
             script_input["env"] = {"id": record["env_id"], "url": record["gateway_url"],
                                    "mcp_url": record["mcp_url"], "instance_id": record.get("instance_id")}
-            from .env_control import admin_token
+            from .env_gateway import admin_token
 
             script_input["env"]["admin_token"] = admin_token(ctx, record)
         payload = json.dumps(script_input).encode()

@@ -23,8 +23,11 @@ from agentenv_local import artifacts as artifact_types
 from agentenv_local.errors import AgentenvError, StepError
 
 from . import env_checks as checks
-from .env_control import SNAPSHOT_FORMAT, EnvGateway, EnvStep, RpcError, load_into_env
+from .env_control import EnvStep
 from .env_gates import record_gate, stamp_env
+from .env_gateway import EnvGateway, RpcError
+from .env_loading import load_into_env
+from .env_snapshot import SNAPSHOT_FORMAT
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
