@@ -31,8 +31,12 @@ def test_deploy_env_step_loads_an_artifact_and_tears_down(session):
     assert session.hub.envs.instances("running") == []
 
 
-def test_deploy_env_step_refuses_env_state_fields():
+def test_deploy_env_step_notes_env_state_fields_it_cannot_honour():
+    # The reference's external env state store has no local counterpart: the field is accepted (a reference
+    # task validates) and the run notes it once, instead of ignoring it silently.
     from agentenv_local.steps.env import DeployEnvStep
 
     step = DeployEnvStep(id="env", env_id="x", env_state_type="local_postgres")
-    assert any("env_state_type" in p for p in step.config_problems())
+    assert step.config_problems() == []
+    [note] = step.cloud_only_notes()
+    assert "env_state_type" in note and "no local meaning" in note
