@@ -61,6 +61,8 @@ REFERENCE_TO_OURS: dict[str, str] = {
     "artifact file-artifact-universe list": "artifact list",
     "artifact file-artifact-universe put": "artifact put",
     "artifact file-artifact-universe put-bundled": "artifact put",
+    "artifact skill get": "artifact skill get",
+    "artifact skill put": "artifact skill put",
     "bundle init": "bundle init",
     "config debug": "config debug",
     "config explain": "config explain",
@@ -73,6 +75,7 @@ REFERENCE_TO_OURS: dict[str, str] = {
     "env mcp-server validate": "env validate",
     "env multi put": "env put",
     "env multi validate": "env validate",
+    "env snapshot": "env snapshot",
     "eval add-tasks": "eval add-tasks",
     "eval create": "eval create",
     "eval run": "eval run",
@@ -97,8 +100,6 @@ REFERENCE_MISSING: dict[str, str] = {
     "artifact environment-universe compatible-envs": "not yet: which envs can load a universe is checked when "
                                                      "a run loads it",
     "artifact file-artifact-universe get-many": "`agentenv artifact get` one id at a time",
-    "artifact skill get": "skills are stored from a bundle's skills/ folder by `agentenv run`",
-    "artifact skill put": "skills are stored from a bundle's skills/ folder by `agentenv run`",
     "env init-env-state": "no separate env-state instances: an env instance keeps its own state (reset_env, "
                           "snapshot_env in a run)",
     "env teardown-env-state": "no separate env-state instances (`agentenv env teardown` stops an env instance)",
@@ -109,11 +110,11 @@ REFERENCE_MISSING: dict[str, str] = {
     "env multi load-environment-universe-artifact": "data is loaded into an env in a run (load_artifact with "
                                                     "env_id)",
     "env multi validate-universe-compatibility": "not yet: a universe's fit is checked when a run loads it",
-    "env service-db put": "service-db envs are not an env type here",
-    "env snapshot": "the snapshot_env step snapshots an env in a run",
-    "env website load-environment-artifact": "website envs are not an env type here",
-    "env website put": "website envs are not an env type here",
-    "env website-browser put": "website envs are not an env type here",
+    "env service-db put": "a `service_db` env.toml is accepted, but it cannot deploy offline (the reference's "
+                          "cloud database service)",
+    "env website load-environment-artifact": "a `website` env.toml is accepted, but website envs cannot deploy offline",
+    "env website put": "a `website` env.toml is accepted, but website envs cannot deploy offline",
+    "env website-browser put": "a `website` env.toml is accepted, but website envs cannot deploy offline",
     "task run-batch": "make an eval of the tasks (`agentenv eval create`) and run it with `agentenv eval run --k`",
 }
 

@@ -83,4 +83,10 @@ def test_every_mapped_command_of_ours_exists_and_the_page_says_so():
     assert "`agent-env env mcp-server put`" in put and "`agent-env env multi put`" in put
     docs_list = page.split("\n## agentenv docs list\n", 1)[1].split("\n## ", 1)[0]
     assert "Reference: none (`agent-env` has no such command)" in docs_list
-    assert "| `env website put` | website envs are not an env type here |" in page
+    assert "| `env website put` | a `website` env.toml is accepted, but website envs cannot deploy offline |" in page
+
+
+def test_no_command_of_ours_is_listed_as_missing():
+    # A reference command we have under the same name must be mapped, not explained away.
+    gen = gen_cli_docs()
+    assert sorted(set(gen.REFERENCE_MISSING) & our_commands()) == []
