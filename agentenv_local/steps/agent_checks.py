@@ -24,7 +24,7 @@ from agentenv_local.agents import conformance
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from .agent import deployed_agent
+from .deployed_agents import deployed_agent
 from .env_checks import row
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from .agent import deployed_agent
+from .deployed_agents import deployed_agent
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext

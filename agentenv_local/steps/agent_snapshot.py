@@ -17,7 +17,7 @@ from pydantic import Field
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from .agent import deployed_agent, has_extension
+from .deployed_agents import deployed_agent, has_extension
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext

@@ -77,7 +77,7 @@ class RegisterEnvTriggersStep(EnvStep):
     def agent_executor(self, ctx: StepContext) -> dict:
         """The deployed agent `executor_agent_name` as the triggers' executor, with the reference's rules: it needs
         a role of its own, outside watch_roles, or its own tool calls would fire the triggers again."""
-        from .agent import deployed_agent
+        from .deployed_agents import deployed_agent
 
         name = str(self.executor_agent_name)
         agent = deployed_agent(ctx, name)
