@@ -23,6 +23,13 @@ def live_sandbox_records(ctx: "StepContext") -> list[dict]:
     return [r for r in ctx.state.get("deployed_sandboxes", []) if r.get("sandbox_id") not in gone]
 
 
+def sandbox_or_container(sandbox_name: str | None, container_name: str | None) -> str | None:
+    """The sandbox a step that takes the reference's pair means. The reference names a VM (sandbox_name)
+    and the task container inside it (container_name); here run_docker_container deploys that container as
+    a sandbox of its own name, so the container wins."""
+    return container_name or sandbox_name
+
+
 def resolve_sandbox_name(ctx: "StepContext", name: str | None) -> str:
     """`name`, or the run's only live sandbox when `name` is None."""
     if name:

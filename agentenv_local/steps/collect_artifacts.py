@@ -28,7 +28,7 @@ from agentenv_local import artifacts as artifact_types
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 from agentenv_local.tasks.step import Step
 
-from . import join_path, resolve_sandbox_name
+from . import join_path, resolve_sandbox_name, sandbox_or_container
 
 if TYPE_CHECKING:
     from agentenv_local.sandbox_api import Sandbox
@@ -107,7 +107,7 @@ class CollectArtifactsStep(Step):
     output_artifact_ref_fields: ClassVar[tuple[str, ...]] = ("artifact_id",)  # + universe_id_suffix
 
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
-    container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name
+    container_name: str | None = None  # the reference's container in a VM; for us a sandbox's name (wins)
     agent_name: str | None = None  # the sandbox a deployed agent runs in
     env_id: str | None = None  # a computer-use env: its files through its tools (steps/env_files.py)
     base_path: str = Field(default="/app/artifact", min_length=1)
@@ -127,8 +127,6 @@ class CollectArtifactsStep(Step):
 
     def config_problems(self) -> list[str]:
         problems = []
-        if self.sandbox_name and self.container_name and self.sandbox_name != self.container_name:
-            problems.append("sandbox_name, container_name: they name the same sandbox here; give one")
         targets = [f for f in ("sandbox_name", "agent_name", "env_id") if getattr(self, f)]
         if self.container_name and "sandbox_name" not in targets:
             targets.insert(0, "container_name")
@@ -160,7 +158,8 @@ class CollectArtifactsStep(Step):
             async with EnvGateway(ctx, self.env_id, timeout=120) as gw:
                 await self._collect(ctx, f"env {self.env_id}", EnvFiles(gw, self.id))
             return
-        name, sandbox = await target_sandbox(ctx, self.sandbox_name or self.container_name, self.agent_name)
+        name, sandbox = await target_sandbox(ctx, sandbox_or_container(self.sandbox_name, self.container_name),
+                                             self.agent_name)
         await self._collect(ctx, name, sandbox)
 
     async def _collect(self, ctx: StepContext, name: str, sandbox: Any) -> None:

@@ -21,7 +21,7 @@ from agentenv_local import typed_artifacts as typed
 from agentenv_local.errors import AgentenvError, StepError
 from agentenv_local.tasks.step import Step
 
-from . import join_path, url_loads
+from . import join_path, sandbox_or_container, url_loads
 from .collect_artifacts import target_sandbox
 from .url_loads import url_problems
 
@@ -62,7 +62,7 @@ class LoadArtifactStep(Step):
     agent_name: str | None = None
     urls: list[str | dict[str, str]] | None = None  # files fetched into the sandbox (steps/url_loads.py)
     artifact_from_step_id: str | None = None  # what an earlier collect_artifacts or snapshot_env step stored
-    container_name: str | None = None  # the reference's container in a VM; for us, the sandbox's name
+    container_name: str | None = None  # the reference's container in a VM; for us a sandbox's name (wins)
     env_step_id: str | None = None  # with env_id: which deploy_env step's deployment (the latest when unset)
     # The reference's, accepted (cloud_only_fields says why it has no local meaning).
     snapshot_after_load: bool | None = None
@@ -159,8 +159,6 @@ class LoadArtifactStep(Step):
         targets = [f for f in ("sandbox_name", "env_id", "agent_name") if getattr(self, f)]
         if len(targets) > 1:
             problems.append(f"{', '.join(targets)}: load into one target per step")
-        if self.container_name and self.sandbox_name and self.container_name != self.sandbox_name:
-            problems.append("sandbox_name, container_name: they name the same sandbox here; give one")
         if self.urls:
             problems += url_problems(self.urls)
             if self.env_id:
@@ -201,7 +199,8 @@ class LoadArtifactStep(Step):
             return
         fetched = await self._fetch_urls()  # every URL read before anything is written
         # agent_name: the sandbox the agent runs in (the reference loads into the agent's workspace)
-        name, sandbox = await target_sandbox(ctx, self.sandbox_name or self.container_name, self.agent_name)
+        name, sandbox = await target_sandbox(ctx, sandbox_or_container(self.sandbox_name, self.container_name),
+                                             self.agent_name)
         for doc, kind, files in loads:
             for rel, data in sorted(files.items()):
                 try:

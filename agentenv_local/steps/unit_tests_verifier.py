@@ -25,7 +25,7 @@ from agentenv_local import artifacts as artifact_types
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 from agentenv_local.tasks.step import Step
 
-from . import resolve_sandbox_name, tail
+from . import resolve_sandbox_name, sandbox_or_container, tail
 from .collect_artifacts import (
     DEFAULT_MAX_FILE_BYTES,
     add_run_artifact,
@@ -50,7 +50,7 @@ class RunContainerUnitTestsVerifierStep(Step):
 
     command: str
     sandbox_name: str | None = None  # None: the run's only deployed sandbox
-    container_name: str | None = None  # the reference's task container; for us, the sandbox's name
+    container_name: str | None = None  # the reference's task container; for us a sandbox's name (wins)
     setup_commands: list[str] = Field(default_factory=list)
     user: str | None = "root"  # root/None: the sandbox's own user, unless its exec() takes a user
     timeout_sec: float = Field(default=300, gt=0)
@@ -71,8 +71,6 @@ class RunContainerUnitTestsVerifierStep(Step):
         for i, cmd in enumerate(self.setup_commands):
             if not cmd.strip():
                 problems.append(f"setup_commands[{i}]: must be a non-empty command string")
-        if self.sandbox_name and self.container_name and self.sandbox_name != self.container_name:
-            problems.append("sandbox_name, container_name: they name the same sandbox here; give one")
         if any(not p for p in self.result_paths):
             problems.append("result_paths: entries must be non-empty paths")
         if self.reward_path is not None and not self.reward_path.strip():
@@ -90,7 +88,7 @@ class RunContainerUnitTestsVerifierStep(Step):
         problems = self.config_problems()
         if problems:
             raise StepError(f"step {self.id!r} is misconfigured: " + "; ".join(problems))
-        name = resolve_sandbox_name(ctx, self.sandbox_name or self.container_name)
+        name = resolve_sandbox_name(ctx, sandbox_or_container(self.sandbox_name, self.container_name))
         sandbox = await ctx.sandbox(name)
         exec_user = self._exec_user(sandbox, name)
         verifier_id = self.verifier_id or self.id
