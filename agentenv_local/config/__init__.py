@@ -1,6 +1,7 @@
 """Configuration: `.agentenv/config.toml`, `AGENTENV_*` variables, code overrides, secrets.
 
-Public facade; the parts live in private modules (schema, loader, refs, masking)::
+Public facade; the parts live in private modules (schema, loader, files, checking, resolving, refs,
+masking, sources)::
 
     from agentenv_local.config import load_config
     cfg = load_config()                      # or load_config(overrides={"runner.concurrency": 8})
