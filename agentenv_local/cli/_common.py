@@ -52,6 +52,11 @@ def duration(seconds: float | None) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+def file_count(n: int) -> str:
+    """`1 file`, `3 files`."""
+    return f"{n} file{'s' if n != 1 else ''}"
+
+
 def score_text(score: float | None) -> str:
     return "-" if score is None else f"{score:.2f}".rstrip("0").rstrip(".") if score not in (0, 1) else str(int(score))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import ago, echo_json, session, table, valid_id
+from ._common import ago, echo_json, file_count, session, table, valid_id
 
 
 @click.group()
@@ -35,8 +35,8 @@ def put(path, artifact_id, artifact_type, description, follow_external_links):
     _check_names(files)
     with session() as s:
         doc = put_artifact(s.store, artifact_id, files, artifact_type=artifact_type, description=description)
-    click.echo(f"Created {artifact_type} {artifact_id} v{doc['version']} ({len(files)} file"
-               f"{'s' if len(files) != 1 else ''}, {sum(len(b) for b in files.values())} bytes).")
+    click.echo(f"Created {artifact_type} {artifact_id} v{doc['version']} ({file_count(len(files))}, "
+               f"{sum(len(b) for b in files.values())} bytes).")
 
 
 def _read_one(path: Path) -> bytes:
@@ -85,6 +85,12 @@ def get(artifact_id, version, output_dir):
             echo_json(doc)
             return
         files = read_files(s.store, doc)
+    root = write_files_out(files, output_dir)
+    click.echo(f"Wrote {file_count(len(files))} of {artifact_id} v{doc['version']} to {root}.")
+
+
+def write_files_out(files: dict[str, bytes], output_dir: Path) -> Path:
+    """Write an artifact's files under output_dir (refusing any path that climbs out); returns the folder."""
     root = output_dir.resolve()
     for rel, data in files.items():
         target = (root / rel).resolve()
@@ -92,8 +98,7 @@ def get(artifact_id, version, output_dir):
             raise click.ClickException(f"refusing to write {rel!r} outside {root}")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of {artifact_id} v{doc['version']} "
-               f"to {root}.")
+    return root
 
 
 @artifact.command("list")

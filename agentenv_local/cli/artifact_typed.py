@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import session, valid_id
+from ._common import file_count, session, valid_id
 
 
 def _parse_ref(text: str) -> dict:
@@ -15,17 +15,6 @@ def _parse_ref(text: str) -> dict:
     if sep and tail.isdigit() and base:
         return {"id": base, "version": int(tail)}
     return {"id": text, "version": None}
-
-
-def _write_out(files: dict[str, bytes], output_dir: Path) -> Path:
-    root = output_dir.resolve()
-    for rel, data in files.items():
-        target = (root / rel).resolve()
-        if root not in target.parents:
-            raise click.ClickException(f"refusing to write {rel!r} outside {root}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return root
 
 
 def _typed(s, artifact_id: str, version: int | None, want: str) -> dict:
@@ -38,6 +27,19 @@ def _typed(s, artifact_id: str, version: int | None, want: str) -> dict:
         raise ValidationError(f"artifact {artifact_id!r} v{doc['version']} is a {kind!r} artifact, not {want!r}",
                               hint=f"`agentenv artifact get --id {artifact_id}` reads any artifact")
     return doc
+
+
+def _write_typed(artifact_id: str, version: int | None, want: str, output_dir: Path
+                 ) -> tuple[dict, dict[str, bytes], Path]:
+    """What every typed `get` does: read a `want` artifact's files and write them to output_dir."""
+    from agentenv_local.artifacts import read_files
+
+    from .artifact import write_files_out
+
+    with session() as s:
+        doc = _typed(s, artifact_id, version, want)
+        files = read_files(s.store, doc)
+    return doc, files, write_files_out(files, output_dir)
 
 
 # --- cli ----------------------------------------------------------------------------------------------------
@@ -67,7 +69,7 @@ def cli_put(artifact_id, cli_dir, entrypoint, command_name, env_id, env_version,
                       env_id=env_id, env_version=env_version, description=description)
     body = doc["body"]
     click.echo(f"Created cli {artifact_id} v{doc['version']}: command_name={body['command_name']} "
-               f"entrypoint={body['entrypoint']} ({len(files)} file{'s' if len(files) != 1 else ''} in "
+               f"entrypoint={body['entrypoint']} ({file_count(len(files))} in "
                f"{body['cli_files_id']} v{body['cli_files_version']})")
 
 
@@ -78,15 +80,10 @@ def cli_put(artifact_id, cli_dir, entrypoint, command_name, env_id, env_version,
               help="Write the CLI's tree here.")
 def cli_get(artifact_id, version, output_dir):
     """Write a cli artifact's files to --output-dir (the entrypoint keeps its executable bit)."""
-    from agentenv_local.artifacts import read_files
-
-    with session() as s:
-        doc = _typed(s, artifact_id, version, "cli")
-        files = read_files(s.store, doc)
-    root = _write_out(files, output_dir)
+    doc, files, root = _write_typed(artifact_id, version, "cli", output_dir)
     entry = root / doc["body"]["entrypoint"]
     entry.chmod(entry.stat().st_mode | 0o111)
-    click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of cli {artifact_id} v{doc['version']} "
+    click.echo(f"Wrote {file_count(len(files))} of cli {artifact_id} v{doc['version']} "
                f"to {root}.")
     click.echo(f"Entrypoint: {entry} (command {doc['body']['command_name']})")
 
@@ -126,12 +123,7 @@ def environment_put(filepath, artifact_id, description, environment_name):
 @click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def environment_get(artifact_id, version, output_dir):
     """Write an environment artifact's file to --output-dir."""
-    from agentenv_local.artifacts import read_files
-
-    with session() as s:
-        doc = _typed(s, artifact_id, version, "environment")
-        files = read_files(s.store, doc)
-    root = _write_out(files, output_dir)
+    doc, files, root = _write_typed(artifact_id, version, "environment", output_dir)
     click.echo(f"Wrote {', '.join(sorted(files))} of environment {artifact_id} v{doc['version']} "
                f"({doc['body']['environment_name']}) to {root}.")
 
@@ -182,13 +174,8 @@ def universe_put(artifact_id, environment_artifacts, metadata_entries, descripti
               help="Each environment's file goes to <environment_name>/, metadata to metadata/<key>/.")
 def universe_get(artifact_id, version, output_dir):
     """Write a universe's files to --output-dir."""
-    from agentenv_local.artifacts import read_files
-
-    with session() as s:
-        doc = _typed(s, artifact_id, version, "environment_universe")
-        files = read_files(s.store, doc)
-    root = _write_out(files, output_dir)
-    click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of environment_universe {artifact_id} "
+    doc, files, root = _write_typed(artifact_id, version, "environment_universe", output_dir)
+    click.echo(f"Wrote {file_count(len(files))} of environment_universe {artifact_id} "
                f"v{doc['version']} to {root}.")
 
 
@@ -213,8 +200,8 @@ def skill_put(artifact_id, skill_dir):
     with session() as s:
         doc = put_skill(s.store, artifact_id, files)
     body = doc["body"]
-    click.echo(f"Created skill {artifact_id} v{doc['version']}: name={body['skill_name']} ({len(files)} file"
-               f"{'s' if len(files) != 1 else ''} in {body['skill_files_id']} v{body['skill_files_version']})")
+    click.echo(f"Created skill {artifact_id} v{doc['version']}: name={body['skill_name']} ({file_count(len(files))} in"
+               f" {body['skill_files_id']} v{body['skill_files_version']})")
     click.echo(f"  description: {body['description']}")
 
 
@@ -225,11 +212,6 @@ def skill_put(artifact_id, skill_dir):
               help="Write the skill's folder here.")
 def skill_get(artifact_id, version, output_dir):
     """Write a skill's files (SKILL.md and the rest of its folder) to --output-dir."""
-    from agentenv_local.artifacts import read_files
-
-    with session() as s:
-        doc = _typed(s, artifact_id, version, "skill")
-        files = read_files(s.store, doc)
-    root = _write_out(files, output_dir)
-    click.echo(f"Wrote {len(files)} file{'s' if len(files) != 1 else ''} of skill {artifact_id} v{doc['version']} "
+    doc, files, root = _write_typed(artifact_id, version, "skill", output_dir)
+    click.echo(f"Wrote {file_count(len(files))} of skill {artifact_id} v{doc['version']} "
                f"({doc['body']['skill_name']}) to {root}.")
