@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from agentenv_local.testing.sse import pieces, sse_event
-from agentenv_local.testing.wire_checks import ANTHROPIC_NAME, check_sampling, check_schema
+from agentenv_local.testing.wire_checks import (
+    ANTHROPIC_NAME,
+    check_min_int,
+    check_sampling,
+    check_schema,
+    check_tools,
+)
 
 ANTHROPIC_VERSIONS = ("2023-06-01", "2023-01-01")
 
@@ -79,6 +86,29 @@ def _anthropic_blocks(content: Any, where: str, role: str, problems: list[str]) 
     return blocks
 
 
+def _check_tool(t: Any, where: str, problems: list[str], names: list[str], *, betas: bool) -> None:
+    if not isinstance(t, dict):
+        problems.append(f"{where}: must be an object")
+        return
+    known = {"name", "description", "input_schema", "cache_control", "type", "eager_input_streaming"}
+    extra = set(t) - known - (_BETA_TOOL_KEYS if betas else set())
+    if extra:
+        problems.append(f"{where}.{min(extra)}: Extra inputs are not permitted")
+    if t.get("type") not in (None, "custom"):
+        problems.append(f"{where}.type: unsupported tool type {t.get('type')!r}")
+    name = t.get("name")
+    if not isinstance(name, str) or not ANTHROPIC_NAME.match(name):
+        problems.append(f"{where}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
+    else:
+        names.append(name)
+    if "description" in t and not isinstance(t["description"], str):
+        problems.append(f"{where}.description: must be a string")
+    if "input_schema" not in t:
+        problems.append(f"{where}.input_schema: Field required")
+    else:
+        check_schema(t["input_schema"], f"{where}.input_schema", problems)
+
+
 def validate_anthropic(body: Any, headers: Mapping[str, str] | None = None) -> list[str]:
     """Problems with a Messages request (empty when it is valid)."""
     problems: list[str] = []
@@ -99,8 +129,7 @@ def validate_anthropic(body: Any, headers: Mapping[str, str] | None = None) -> l
     mt = body.get("max_tokens")
     if mt is None:
         problems.append("max_tokens: Field required")
-    elif not isinstance(mt, int) or isinstance(mt, bool) or mt < 1:
-        problems.append(f"max_tokens: must be an integer >= 1, got {mt!r}")
+    check_min_int(mt, "max_tokens", 1, problems)
     if "stream" in body and not isinstance(body["stream"], bool):
         problems.append(f"stream: Input should be a valid boolean, got {body['stream']!r}")
     thinking = body.get("thinking")
@@ -122,36 +151,8 @@ def validate_anthropic(body: Any, headers: Mapping[str, str] | None = None) -> l
             isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text"
                                              and isinstance(b.get("text"), str) and b["text"] for b in system)):
         problems.append("system: must be a string or a list of non-empty text blocks")
-    names: list[str] = []
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            problems.append("tools: must be a list")
-            tools = []
-        for i, t in enumerate(tools):
-            where = f"tools.{i}"
-            if not isinstance(t, dict):
-                problems.append(f"{where}: must be an object")
-                continue
-            known = {"name", "description", "input_schema", "cache_control", "type", "eager_input_streaming"}
-            extra = set(t) - known - (_BETA_TOOL_KEYS if betas else set())
-            if extra:
-                problems.append(f"{where}.{min(extra)}: Extra inputs are not permitted")
-            if t.get("type") not in (None, "custom"):
-                problems.append(f"{where}.type: unsupported tool type {t.get('type')!r}")
-            name = t.get("name")
-            if not isinstance(name, str) or not ANTHROPIC_NAME.match(name):
-                problems.append(f"{where}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
-            else:
-                names.append(name)
-            if "description" in t and not isinstance(t["description"], str):
-                problems.append(f"{where}.description: must be a string")
-            if "input_schema" not in t:
-                problems.append(f"{where}.input_schema: Field required")
-            else:
-                check_schema(t["input_schema"], f"{where}.input_schema", problems)
-        if len(set(names)) != len(names):
-            problems.append("tools: Tool names must be unique.")
+    names = check_tools(body, problems, functools.partial(_check_tool, betas=betas), where="tools.{}",
+                        unique="Tool names must be unique.")
     choice = body.get("tool_choice")
     if choice is not None:
         if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):

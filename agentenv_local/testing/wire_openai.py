@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentenv_local.testing.sse import pieces, sse_event
-from agentenv_local.testing.wire_checks import OPENAI_NAME, check_sampling, check_schema
+from agentenv_local.testing.wire_checks import OPENAI_NAME, check_min_int, check_sampling, check_schema, check_tools
 
 _OPENAI_TOP = {"model", "messages", "tools", "tool_choice", "max_tokens", "max_completion_tokens", "temperature",
                "top_p", "response_format", "stream", "stream_options", "n", "stop", "seed", "user",
@@ -32,6 +32,28 @@ def _openai_content(content: Any, where: str, problems: list[str], *, role: str)
     problems.append(f"{where}.content: must be a string or a list of content parts")
 
 
+def _check_tool(tool: Any, where: str, problems: list[str], names: list[str]) -> None:
+    if (not isinstance(tool, dict) or tool.get("type") != "function"
+            or not isinstance(tool.get("function"), dict)):
+        problems.append(f"{where}: must be {{\"type\": \"function\", \"function\": {{...}}}}")
+        return
+    if set(tool) - {"type", "function"}:
+        problems.append(f"{where}: unexpected keys {sorted(set(tool) - {'type', 'function'})}")
+    fn = tool["function"]
+    extra = set(fn) - {"name", "description", "parameters", "strict"}
+    if extra:
+        problems.append(f"{where}.function: unexpected keys {sorted(extra)}")
+    name = fn.get("name")
+    if not isinstance(name, str) or not OPENAI_NAME.match(name):
+        problems.append(f"{where}.function.name: must match ^[a-zA-Z0-9_-]{{1,64}}$, got {name!r}")
+    else:
+        names.append(name)
+    if "description" in fn and not isinstance(fn["description"], str):
+        problems.append(f"{where}.function.description: must be a string")
+    if "parameters" in fn:
+        check_schema(fn["parameters"], f"{where}.function.parameters", problems)
+
+
 def validate_openai(body: Any) -> list[str]:
     """Problems with a Chat Completions request body (empty when it is valid)."""
     if not isinstance(body, dict):
@@ -53,39 +75,9 @@ def validate_openai(body: Any) -> list[str]:
     if body.get("n") not in (None, 1):
         problems.append("n: only n=1 is supported")
     for key in ("max_tokens", "max_completion_tokens"):
-        if body.get(key) is not None and (not isinstance(body[key], int) or isinstance(body[key], bool)
-                                          or body[key] < 1):
-            problems.append(f"{key}: must be an integer >= 1, got {body[key]!r}")
+        check_min_int(body.get(key), key, 1, problems)
     check_sampling(body, problems, temp_max=2)
-    names: list[str] = []
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            problems.append("tools: must be a list")
-            tools = []
-        for i, tool in enumerate(tools):
-            where = f"tools[{i}]"
-            if (not isinstance(tool, dict) or tool.get("type") != "function"
-                    or not isinstance(tool.get("function"), dict)):
-                problems.append(f"{where}: must be {{\"type\": \"function\", \"function\": {{...}}}}")
-                continue
-            if set(tool) - {"type", "function"}:
-                problems.append(f"{where}: unexpected keys {sorted(set(tool) - {'type', 'function'})}")
-            fn = tool["function"]
-            extra = set(fn) - {"name", "description", "parameters", "strict"}
-            if extra:
-                problems.append(f"{where}.function: unexpected keys {sorted(extra)}")
-            name = fn.get("name")
-            if not isinstance(name, str) or not OPENAI_NAME.match(name):
-                problems.append(f"{where}.function.name: must match ^[a-zA-Z0-9_-]{{1,64}}$, got {name!r}")
-            else:
-                names.append(name)
-            if "description" in fn and not isinstance(fn["description"], str):
-                problems.append(f"{where}.function.description: must be a string")
-            if "parameters" in fn:
-                check_schema(fn["parameters"], f"{where}.function.parameters", problems)
-        if len(set(names)) != len(names):
-            problems.append("tools: function names must be unique")
+    names = check_tools(body, problems, _check_tool, where="tools[{}]", unique="function names must be unique")
     choice = body.get("tool_choice")
     if choice is not None:
         if isinstance(choice, str):

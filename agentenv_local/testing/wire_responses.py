@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentenv_local.testing.sse import pieces, sse_event
-from agentenv_local.testing.wire_checks import OPENAI_NAME, check_sampling, check_schema
+from agentenv_local.testing.wire_checks import OPENAI_NAME, check_min_int, check_sampling, check_schema, check_tools
 
 _TOP = {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "stream", "store",
         "reasoning", "include", "prompt_cache_key", "text", "max_output_tokens", "temperature", "top_p",
@@ -128,23 +128,12 @@ def validate_responses(body: Any) -> list[str]:
             problems.append(f"{key}: must be a boolean, got {body[key]!r}")
     if body.get("instructions") is not None and not isinstance(body["instructions"], str):
         problems.append("instructions: must be a string")
-    mot = body.get("max_output_tokens")
-    if mot is not None and (not isinstance(mot, int) or isinstance(mot, bool) or mot < 16):
-        problems.append(f"max_output_tokens: must be an integer >= 16, got {mot!r}")
+    check_min_int(body.get("max_output_tokens"), "max_output_tokens", 16, problems)
     check_sampling(body, problems, temp_max=2)
     if body.get("include") is not None and not (isinstance(body["include"], list)
                                                 and all(isinstance(x, str) for x in body["include"])):
         problems.append("include: must be a list of strings")
-    names: list[str] = []
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            problems.append("tools: must be a list")
-            tools = []
-        for i, tool in enumerate(tools):
-            _check_tool(tool, f"tools[{i}]", problems, names)
-        if len(set(names)) != len(names):
-            problems.append("tools: tool names must be unique")
+    names = check_tools(body, problems, _check_tool, where="tools[{}]", unique="tool names must be unique")
     choice = body.get("tool_choice")
     if choice is not None and not (choice in ("none", "auto", "required") or (
             isinstance(choice, dict) and (choice.get("type") != "function" or choice.get("name") in names))):
