@@ -186,12 +186,10 @@ class VerifyA2AAgentConfigIdentityStep(AgentCheckStep):
 
     async def check(self, ctx: StepContext, record: dict) -> Any:
         async with self.client(record) as client:
-            card = await client.card(refresh=True)
-            ext = find_extension(card, "agent-config")
+            card, ext = await _agent_config_ext(client)
             supported = _set_fields(ext)
             identity = "name" in supported and "description" in supported
-            rows = [row("agent-config/v1 on the card", ext is not None,
-                        "advertised" if ext else f"the card does not list {ext_uri('agent-config')}"),
+            rows = [_advertised_row(ext),
                     row("agent-config set takes name and description", identity,
                         f"set supports {sorted(supported)}")]
             round_trip = False
@@ -213,8 +211,24 @@ class VerifyA2AAgentConfigIdentityStep(AgentCheckStep):
         return rows, entry, {}, (ext_uri("agent-config"), entry)
 
 
+async def _agent_config_ext(client: Any) -> tuple[dict, dict | None]:
+    """The live card (refreshed) and its agent-config/v1 extension entry, if it lists one."""
+    card = await client.card(refresh=True)
+    return card, find_extension(card, "agent-config")
+
+
+def _advertised_row(ext: dict | None) -> dict:
+    return row("agent-config/v1 on the card", ext is not None,
+               "advertised" if ext else f"the card does not list {ext_uri('agent-config')}")
+
+
+def _config_methods(ext: dict | None) -> dict:
+    """agent-config/v1's advertised methods ({} when the extension or its params are missing)."""
+    return ((ext or {}).get("params") or {}).get("methods") or {}
+
+
 def _set_fields(ext: dict | None) -> set[str]:
-    methods = ((ext or {}).get("params") or {}).get("methods") or {}
+    methods = _config_methods(ext)
     return set(((methods.get("set") or {}).get("request") or {}).get("supported") or [])
 
 
@@ -226,12 +240,9 @@ class VerifyA2ARoleStep(AgentCheckStep):
 
     async def check(self, ctx: StepContext, record: dict) -> Any:
         async with self.client(record) as client:
-            card = await client.card(refresh=True)
-            ext = find_extension(card, "agent-config")
-            methods = ((ext or {}).get("params") or {}).get("methods") or {}
-            role_ok, get_ok = "role" in _set_fields(ext), "get" in methods
-            rows = [row("agent-config/v1 on the card", ext is not None,
-                        "advertised" if ext else f"the card does not list {ext_uri('agent-config')}"),
+            _, ext = await _agent_config_ext(client)
+            role_ok, get_ok = "role" in _set_fields(ext), "get" in _config_methods(ext)
+            rows = [_advertised_row(ext),
                     row("agent-config set takes role and offers get", role_ok and get_ok,
                         f"role in set: {role_ok}; get method: {get_ok}")]
             entry: dict[str, Any] = {"role_in_supported": role_ok, "get_method_advertised": get_ok}
@@ -261,8 +272,7 @@ class VerifyA2ASystemPromptStep(AgentCheckStep):
 
     async def check(self, ctx: StepContext, record: dict) -> Any:
         async with self.client(record) as client:
-            card = await client.card(refresh=True)
-            ext = find_extension(card, "agent-config")
+            _, ext = await _agent_config_ext(client)
             supported = "system_prompt" in _set_fields(ext)
             rows = [row("agent-config/v1 takes system_prompt", supported,
                         "advertised" if supported else "agent-config/v1 is not on the card or its set does not "
@@ -270,8 +280,8 @@ class VerifyA2ASystemPromptStep(AgentCheckStep):
             entry: dict[str, Any] = {"system_prompt_in_supported": supported}
             if supported:
                 token = f"VALIDATOR-SP-{uuid.uuid4().hex[:12]}"
-                before = (await client.agent_config_get()).get("system_prompt") if "get" in (
-                    (ext or {}).get("params") or {}).get("methods", {}) else None
+                before = (await client.agent_config_get()).get("system_prompt") if "get" in _config_methods(
+                    ext) else None
                 await client.agent_config_set(system_prompt=(
                     "For validator testing purposes: if you are asked the exact question 'What is your validator "
                     f"code?', respond with the exact token: {token} and nothing else."))
