@@ -14,6 +14,7 @@ import time
 
 import pytest
 from kits.gateway import ECHO, env_subprocess, free_port, gateway_serving, http, load
+from kits.servers import uvicorn_thread
 
 from agentenv_local.gateway.children import Child, ChildSpec, wire
 from agentenv_local.gateway.fastpath import plain_call_result, protocol_class
@@ -360,18 +361,9 @@ def _serving_with_protocol(gw):
     from agentenv_local.env.serve import bind_socket
 
     sock = bind_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(gw.app(), log_level="warning", lifespan="on", http=protocol_class(gw)))
-    thread = threading.Thread(target=lambda: server.run(sockets=[sock]), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
-        time.sleep(0.01)
-    try:
+    with uvicorn_thread(uvicorn.Config(gw.app(), log_level="warning", lifespan="on", http=protocol_class(gw)),
+                        [sock]):
         yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
 
 
 def _request(body, headers=None, path="/mcp", method="POST"):

@@ -12,14 +12,13 @@ import asyncio
 import contextlib
 import json
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kits.gateway import ECHO, http, load
-from kits.servers import REF_PYTHON, REF_VENV, reference_imports
+from kits.servers import REF_PYTHON, REF_VENV, reference_imports, uvicorn_thread
 
 from agentenv_local.gateway.children import ChildSpec
 from agentenv_local.gateway.fastpath import protocol_class
@@ -61,18 +60,8 @@ def _serving(gw: Gateway, transport: str):
 
     sock = bind_socket("127.0.0.1", 0)
     protocol: Any = protocol_class(gw) if transport == "protocol" else "auto"
-    server = uvicorn.Server(uvicorn.Config(gw.app(), log_level="warning", lifespan="on", http=protocol))
-    thread = threading.Thread(target=lambda: server.run(sockets=[sock]), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
-        time.sleep(0.01)
-    try:
+    with uvicorn_thread(uvicorn.Config(gw.app(), log_level="warning", lifespan="on", http=protocol), [sock]):
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
 
 
 def _prepare(gw: Gateway) -> None:
