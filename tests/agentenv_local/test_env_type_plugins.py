@@ -57,13 +57,10 @@ def with_fake_plugin(env_plugin_site, monkeypatch):
 
 @pytest.fixture
 def session(tmp_path):
-    from kits.env_deploy import hub_session
+    from kits.env_deploy import open_hub_session
 
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path) as s:
         yield s
-    finally:
-        s.close()
 
 
 # -- the built-ins are entry points ----------------------------------------------------------

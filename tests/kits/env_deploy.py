@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "envs"
@@ -16,6 +19,19 @@ def hub_session(tmp_path: Path):
     from agentenv_local.hub import connect
 
     return connect(start=tmp_path, config=load_config(tmp_path), defer_linger=False)
+
+
+@contextlib.contextmanager
+def open_hub_session(tmp_path: Path, *, own_state: bool = False) -> Iterator[Any]:
+    """A hub session in tmp_path (hub_session), closed at exit. own_state: with its own state folder
+    (tmp_path/.agentenv), so nothing above tmp_path is found."""
+    if own_state:
+        (tmp_path / ".agentenv").mkdir()
+    s = hub_session(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 def put_env(store, env_id: str, folder: Path | None = None, **fields) -> dict:

@@ -27,13 +27,10 @@ CALLS = {"echo-mcp": ("echo", "echo", {"text": "said back"}, "said back"),
 
 @pytest.fixture
 def session(tmp_path):
-    from kits.env_deploy import hub_session
+    from kits.env_deploy import open_hub_session
 
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _store_folder(store, env_id: str, folder: Path) -> dict:

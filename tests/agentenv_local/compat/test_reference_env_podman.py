@@ -23,13 +23,10 @@ def _containers_of(project) -> list[str]:
 
 @pytest.fixture
 def session(tmp_path, podman_base_image):
-    from kits.env_deploy import hub_session
+    from kits.env_deploy import open_hub_session
 
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path) as s:
         yield s
-    finally:
-        s.close()
 
 
 def test_the_mail_env_runs_in_a_container_and_answers_through_the_gateway(session, tmp_path):

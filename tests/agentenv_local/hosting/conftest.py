@@ -8,10 +8,7 @@ import pytest
 @pytest.fixture
 def session(tmp_path):
     """A hub session (kits.env_deploy.hub_session) in tmp_path, closed after the test."""
-    from kits.env_deploy import hub_session
+    from kits.env_deploy import open_hub_session
 
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path) as s:
         yield s
-    finally:
-        s.close()

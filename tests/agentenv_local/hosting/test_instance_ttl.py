@@ -20,14 +20,10 @@ from agentenv_local.hosting.expiry import EXPIRED_REASON, sweep_expired
 @pytest.fixture
 def session(tmp_path):
     """An in-process hub with this test's own state (tmp_path/.agentenv, whatever lies above tmp_path)."""
-    from kits.env_deploy import hub_session
+    from kits.env_deploy import open_hub_session
 
-    (tmp_path / ".agentenv").mkdir()
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path, own_state=True) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _stamp(record: dict) -> datetime:

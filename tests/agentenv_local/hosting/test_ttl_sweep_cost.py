@@ -15,14 +15,10 @@ from agentenv_local.hosting.expiry import sweep_expired
 
 @pytest.fixture
 def session(tmp_path):
-    from kits.env_deploy import hub_session
+    from kits.env_deploy import open_hub_session
 
-    (tmp_path / ".agentenv").mkdir()
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path, own_state=True) as s:
         yield s
-    finally:
-        s.close()
 
 
 def test_the_sweep_decodes_only_running_instances(session, monkeypatch):

@@ -20,8 +20,8 @@ from kits.env_deploy import (
     EXAMPLES,
     admin,
     call_tool,
-    hub_session,
     on_hub,
+    open_hub_session,
     put_env,
     result_text,
 )
@@ -79,11 +79,8 @@ def env_images(built_env_images):
 
 @pytest.fixture
 def session(tmp_path, env_images):
-    s = hub_session(tmp_path)
-    try:
+    with open_hub_session(tmp_path) as s:
         yield s
-    finally:
-        s.close()
 
 
 def deploy(session, env_id: str, **kwargs) -> dict:
