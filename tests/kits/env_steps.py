@@ -1,11 +1,16 @@
 """Helpers for the env step tests (`from kits.env_steps import ...`): a real Gateway over in-process
-example envs, served on a free loopback port, and the deploy record a `deploy_env` step would leave in the run state."""
+example envs, served on a free loopback port, the deploy record a `deploy_env` step would leave in the run state,
+and Notebook, a tiny SDK env with a data plane."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Annotated
 
+from pydantic import Field
+
+from agentenv_local.env import DataPart, Env, add_data, environment_card, get_data, reset_data, tool
 from kits.data_plane import rpc
 from kits.env_deploy import seed  # noqa: F401 - the tests' helper
 from kits.gateway import gateway_serving, http, load
@@ -47,3 +52,30 @@ def step_call_tool(base: str, tool: str, args: dict, role: str | None = None) ->
     headers = {"AgentEnv-Role": role} if role else {}
     with http(base, **headers) as h:
         return h.post("/step", json={"action": "call_tool", "tool_name": tool, "arguments": args}).json()
+
+
+@environment_card(name="notebook", description="Keeps notes.")
+class Notebook(Env):
+    """A tiny SDK env: one tool (add_note) and a data plane that keeps every note it is given."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    @tool()
+    def add_note(self, text: Annotated[str, Field(description="The note to keep")]) -> int:
+        """Keep a note; returns how many there are."""
+        self.notes.append(text)
+        return len(self.notes)
+
+    @reset_data
+    def reset(self) -> None:
+        self.notes.clear()
+
+    @add_data
+    def add(self, parts: list) -> None:
+        for part in parts:
+            self.notes.extend(part.data["notes"])
+
+    @get_data
+    def export(self) -> list:
+        return [DataPart(data={"notes": list(self.notes)})]

@@ -7,33 +7,19 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
 
 import pytest
 from kits.agents import serving_agent
-from kits.env_steps import deployed_env
+from kits.env_steps import Notebook, deployed_env
 from kits.hub import cli, runs_json, show_json, write_bundle
 from kits.servers import run as run_async
 from kits.servers import serving_app
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
 from agentenv_local.agents.client import A2AClient
 from agentenv_local.agents.scripted import ScriptedAgent, ScriptedConfig
-from agentenv_local.env import Env, environment_card, tool
 from agentenv_local.errors import StepError
 from agentenv_local.steps.agent_checks import AGENT_METADATA, NEEDS_MODEL
-
-
-@environment_card(name="notebook", description="Keeps notes.")
-class Notebook(Env):
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    @tool()
-    def add_note(self, text: Annotated[str, Field(description="The note to keep")]) -> int:
-        """Keep a note; returns how many there are."""
-        self.notes.append(text)
-        return len(self.notes)
 
 
 class ManglingConfig(ScriptedConfig):

@@ -6,39 +6,13 @@ record metadata."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from kits.env_steps import deployed_env, example
-from pydantic import Field
+from kits.env_steps import Notebook, deployed_env, example
 
-from agentenv_local.env import DataPart, Env, add_data, environment_card, get_data, reset_data, tool
+from agentenv_local.env import add_data, environment_card, tool
 from agentenv_local.steps import env_checks
-
-
-@environment_card(name="notebook", description="Keeps notes.")
-class Notebook(Env):
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    @tool()
-    def add_note(self, text: Annotated[str, Field(description="The note to keep")]) -> int:
-        """Keep a note; returns how many there are."""
-        self.notes.append(text)
-        return len(self.notes)
-
-    @reset_data
-    def reset(self) -> None:
-        self.notes.clear()
-
-    @add_data
-    def add(self, parts: list) -> None:
-        for part in parts:
-            self.notes.extend(part.data["notes"])
-
-    @get_data
-    def export(self) -> list:
-        return [DataPart(data={"notes": list(self.notes)})]
 
 
 @environment_card(name="leaky", description="Loses notes; one tool takes an untyped parameter.")
