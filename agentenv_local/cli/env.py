@@ -4,6 +4,7 @@ tear down instances, and serve one from source with hot reload (`env dev`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,22 +23,28 @@ def env_group():
 @click.option("--id", "env_id", required=True, help="The env's id in the store.")
 def put(folder, env_id):
     """Store FOLDER (its env.toml and files) as the next version of --id."""
+    with session() as s:
+        doc = put_env_folder(s, folder, env_id)
+    click.echo(f"Created {doc['body']['type']} env {env_id} v{doc['version']}.")
+
+
+def put_env_folder(s: Any, folder: Path, env_id: str) -> dict:
+    """Store an env folder (its env.toml and files) as the next version of `env_id`; returns the stored doc.
+    A multi env's server envs must be in the store already."""
     from agentenv_local.artifacts import read_folder
     from agentenv_local.errors import ValidationError
     from agentenv_local.hosting.envs import MultiEnv, load_env_folder
     from agentenv_local.hosting.envs.store import env_body
 
     env, _raw, _declared = load_env_folder(folder.resolve())
-    with session() as s:
-        if isinstance(env, MultiEnv):
-            missing = [r.env for r in env.refs() if s.store.documents.find("envs", r.env, r.version) is None]
-            if missing:
-                raise ValidationError(f"{folder}/env.toml: mcp_server_envs: not in the store: {', '.join(missing)}",
-                                      hint="put each server env first with `agentenv env put FOLDER --id ID`")
-        files = {} if isinstance(env, MultiEnv) or env.url or env.image else read_folder(folder)
-        body = env_body(s.store, env_id, env, files, default_name=folder.resolve().name)
-        doc = s.store.documents.put("envs", env_id, body)
-    click.echo(f"Created {body['type']} env {env_id} v{doc['version']}.")
+    if isinstance(env, MultiEnv):
+        missing = [r.env for r in env.refs() if s.store.documents.find("envs", r.env, r.version) is None]
+        if missing:
+            raise ValidationError(f"{folder}/env.toml: mcp_server_envs: not in the store: {', '.join(missing)}",
+                                  hint="put each server env first with `agentenv env put FOLDER --id ID`")
+    files = {} if isinstance(env, MultiEnv) or env.url or env.image else read_folder(folder)
+    body = env_body(s.store, env_id, env, files, default_name=folder.resolve().name)
+    return s.store.documents.put("envs", env_id, body)
 
 
 @env_group.command("get")

@@ -39,21 +39,9 @@ def validation_task(env_id: str, version: int | None, gates: list[str]) -> list[
 
 def _put_folder(s: Any, folder: Path, env_id: str) -> tuple[str, int]:
     """Store an env folder as the next version of `env_id`, as `agentenv env put` does."""
-    from agentenv_local.artifacts import read_folder
-    from agentenv_local.errors import ValidationError
-    from agentenv_local.hosting.envs import MultiEnv, load_env_folder
-    from agentenv_local.hosting.envs.store import env_body
+    from .env import put_env_folder
 
-    env, _raw, _declared = load_env_folder(folder)
-    if isinstance(env, MultiEnv):
-        missing = [r.env for r in env.refs() if s.store.documents.find("envs", r.env, r.version) is None]
-        if missing:
-            raise ValidationError(f"{folder}/env.toml: mcp_server_envs: not in the store: {', '.join(missing)}",
-                                  hint="put each server env first with `agentenv env put FOLDER --id ID`")
-    files = {} if isinstance(env, MultiEnv) or env.url or env.image else read_folder(folder)
-    body = env_body(s.store, env_id, env, files, default_name=folder.name)
-    doc = s.store.documents.put("envs", env_id, body)
-    return env_id, doc["version"]
+    return env_id, put_env_folder(s, folder, env_id)["version"]
 
 
 def _rows(run: dict, gates: list[str]) -> list[dict]:
