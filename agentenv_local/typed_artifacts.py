@@ -133,10 +133,8 @@ def put_cli(store: Any, artifact_id: str, files: dict[str, bytes], *, entrypoint
                               hint="--entrypoint is a path inside --cli-dir, e.g. bin/mytool")
     digest = digest or files_digest(files, {"type": CLI, "entrypoint": entrypoint, "command_name": command_name,
                                             "env_id": env_id, "env_version": env_version})
-    if if_changed:
-        latest = store.documents.find("artifacts", artifact_id)
-        if latest is not None and latest.get("digest") == digest:
-            return {**latest, "unchanged": True}
+    if if_changed and (same := _unchanged(store, artifact_id, digest)) is not None:
+        return same
     tree = put_artifact(store, derived_id(artifact_id, "files"), files, artifact_type=BUNDLE,
                         description=f"files of cli {artifact_id}", if_changed=True)
     body = {"type": CLI, "description": description, "command_name": command_name, "entrypoint": entrypoint,
@@ -144,6 +142,13 @@ def put_cli(store: Any, artifact_id: str, files: dict[str, bytes], *, entrypoint
             "cli_object_url": tree["body"]["bundle_object_url"], "files": tree["body"]["files"],
             "env_id": env_id, "env_version": env_version, **(extra or {})}
     return store.documents.put("artifacts", artifact_id, body, digest=digest, if_changed=if_changed)
+
+
+def _unchanged(store: Any, artifact_id: str, digest: str) -> dict | None:
+    """The latest version of `artifact_id`, marked unchanged, when it already has `digest` (if_changed puts
+    check this before storing the files, so an unchanged artifact writes nothing)."""
+    latest = store.documents.find("artifacts", artifact_id)
+    return {**latest, "unchanged": True} if latest is not None and latest.get("digest") == digest else None
 
 
 # --- docker_image -----------------------------------------------------------------------------------------
@@ -159,10 +164,8 @@ def put_docker_image(store: Any, artifact_id: str, files: dict[str, bytes], *, d
                               hint="a docker_image artifact is a build context with a Dockerfile at its root")
     source_digest = files_digest(files, {"type": DOCKER_IMAGE, "dockerfile_path": dockerfile})
     digest = digest or source_digest
-    if if_changed:
-        latest = store.documents.find("artifacts", artifact_id)
-        if latest is not None and latest.get("digest") == digest:
-            return {**latest, "unchanged": True}
+    if if_changed and (same := _unchanged(store, artifact_id, digest)) is not None:
+        return same
     context = put_artifact(store, derived_id(artifact_id, "files"), files, artifact_type=BUNDLE,
                            description=f"build context of docker_image {artifact_id}", if_changed=True)
     body = {"type": DOCKER_IMAGE, "description": description, "image_name": image_name(artifact_id),
