@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 
 ROLE_HEADER = "AgentEnv-Role"
+# Built-in agents that call the [model] endpoint themselves: deploy_agent sends them its base_url, key and model.
+MODEL_AGENTS = ("tool-loop", "claude-code")
 _HOSTED: dict[str, Any] = {}  # instance id -> HostedAgent, for the teardown of agents this process started
 
 
@@ -106,7 +108,7 @@ class DeployAgentStep(Step):
         return self.a2a_agent_id or run_agent or config.get("agents.default") or "scripted"
 
     def _needs_model(self, agent_id: str) -> bool:
-        return agent_id == "tool-loop" and not self.a2a_url and not self.config.get("base_url")
+        return agent_id in MODEL_AGENTS and not self.a2a_url and not self.config.get("base_url")
 
     def config_preflight(self, config: Any, overrides: dict | None = None) -> list[str]:
         if not self._needs_model(self.agent_id(config, RunOptions.from_stored(overrides).agent)):
@@ -118,7 +120,8 @@ class DeployAgentStep(Step):
             resolve_endpoint(config, self.model_role,
                              model=RunOptions.from_stored(overrides).model_for(self.model_role) or self.model)
         except ConfigError as exc:
-            return [f"the tool-loop agent needs a model: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")]
+            agent_id = self.agent_id(config, RunOptions.from_stored(overrides).agent)
+            return [f"the {agent_id} agent needs a model: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")]
         return []
 
     def lost_on_resume(self, state: dict, services: Any) -> bool:

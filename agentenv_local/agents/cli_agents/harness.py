@@ -1,0 +1,282 @@
+"""What every coding-CLI agent shares: its config (the model endpoint, the key write-only), finding the CLI,
+running one turn of it in its own process group while its JSON-lines event stream is read as it arrives,
+the A2A context -> CLI session map, and cancel/timeout (the whole process group is stopped).
+
+A CLI harness subclasses ``CliAgent`` and says how to start a turn (``argv``, ``cli_env``) and what each event
+of the stream means (``on_event``, which appends trajectory events and fills the turn's ``CliTurn``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, cast
+
+from pydantic import Field, SecretStr, field_serializer, field_validator
+
+from agentenv_local.procs import kill_group
+
+from ..base import Agent
+from ..tool_loop import _VAULT  # the same write-only key handles as tool-loop's api_key (one vault per process)
+from ..types import AgentConfig, TaskRequest, TaskResult, TrajectoryLog, Usage
+
+MAX_CONTEXTS = 1024
+STREAM_LINE_LIMIT = 16 * 1024 * 1024  # one stream-json event can carry a large tool result
+STDERR_TAIL_CHARS = 2000
+PROJECT_ROOT = Path(__file__).resolve().parents[3]  # the checkout that scripts/setup-agent-clis.sh fills
+CLI_CACHE = PROJECT_ROOT / ".cache" / "agent-clis"
+MODEL_SETTING_HINT = ("set [model] base_url and [model] default (or [model.roles] agent) in .agentenv/config.toml, "
+                      "or pass --model; see docs/models.md")
+
+
+class CliAgentError(Exception):
+    """A turn that cannot run or failed; `message` is already masked and said in one line."""
+
+    def __init__(self, code: str, message: str, error_type: Literal["agent_error", "infra_error"] = "agent_error"):
+        super().__init__(message)
+        self.code, self.message, self.error_type = code, message, error_type
+
+
+class CliAgentConfig(AgentConfig):
+    """agent-config/v1 of a CLI agent. deploy_agent sends the run's [model] endpoint as base_url, api, api_key,
+    max_retries and request_timeout_s (as it does for tool-loop)."""
+
+    base_url: str | None = None
+    api: Literal["openai", "anthropic"] = "anthropic"
+    api_key: SecretStr | None = None
+    max_retries: int = Field(default=3, ge=0, le=20)
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    command: str | None = None  # the CLI's executable, when neither the setup cache nor PATH has it
+    workspace: str | None = None  # the folder the CLI works in (default: a private folder per agent)
+    allowed_tools: list[str] | None = None  # None: the harness's default tool set (plus every MCP server's)
+    env_vars: dict[str, str] = Field(default_factory=dict)  # more variables for the CLI (not secrets: shown)
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _unmask(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("***"):
+            key = _VAULT.key(value)
+            if key is None:
+                raise ValueError("a masked value this agent did not issue; send the key itself")
+            return key
+        return value
+
+    @field_serializer("api_key", when_used="json")
+    def _mask(self, value: SecretStr | None) -> str | None:
+        return None if value is None else _VAULT.handle(value.get_secret_value())
+
+
+@dataclass
+class CliTurn:
+    """What one turn's event stream said, filled by ``on_event``."""
+
+    session_id: str | None = None
+    final_text: str | None = None
+    is_error: bool = False
+    error_text: str | None = None
+    tool_calls: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    pending_tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool_use id -> {name, args}
+
+
+class CliAgent(Agent):
+    """The base of the coding-CLI agents; see the module doc."""
+
+    config_model = CliAgentConfig
+    #: the cache folder (.cache/agent-clis/<cli_cache_name>) and executable name of the CLI
+    cli_cache_name: ClassVar[str] = ""
+    cli_binary: ClassVar[str] = ""
+    install_hint: ClassVar[str] = "run scripts/setup-agent-clis.sh"
+    trajectory_format: ClassVar[str] = "agentenv-cli-agent/1"
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        self._home: Path | None = None
+        self._workspace: Path | None = None
+
+    # --- what a harness says --------------------------------------------------------------------------------
+
+    def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
+        raise NotImplementedError
+
+    def cli_env(self, cfg: CliAgentConfig, base_url: str, api_key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def on_event(self, event: dict[str, Any], turn: CliTurn, log: TrajectoryLog) -> None:
+        raise NotImplementedError
+
+    # --- the parts they share -------------------------------------------------------------------------------
+
+    def find_cli(self, cfg: CliAgentConfig) -> str:
+        """The setup script's cache, else PATH, else the config field `command`; else one clear error."""
+        cached = CLI_CACHE / self.cli_cache_name / "node_modules" / ".bin" / self.cli_binary
+        if cached.is_file() and os.access(cached, os.X_OK):
+            return str(cached)
+        on_path = shutil.which(self.cli_binary)
+        if on_path:
+            return on_path
+        if cfg.command:
+            found = shutil.which(cfg.command)
+            if found:
+                return found
+            raise CliAgentError(f"{self.name}.cli_not_found",
+                                f"the {self.name} CLI (config command {cfg.command!r}) is not an executable here")
+        raise CliAgentError(f"{self.name}.cli_not_found",
+                            f"the {self.name} CLI `{self.cli_binary}` is not installed: {self.install_hint}")
+
+    def endpoint(self, cfg: CliAgentConfig) -> tuple[str, str | None]:
+        """The model endpoint and key: agent-config's, else the one the hub hands agents in the environment."""
+        if cfg.base_url:
+            return cfg.base_url, cfg.api_key.get_secret_value() if cfg.api_key else None
+        env_url = os.environ.get("LITELLM_BASE_URL")
+        if env_url:  # the env's key only ever goes to the env's endpoint
+            return env_url, (cfg.api_key.get_secret_value() if cfg.api_key else None) or \
+                os.environ.get("LITELLM_API_KEY") or None
+        raise CliAgentError(f"{self.name}.no_model", f"the {self.name} agent has no model endpoint: "
+                                                    + MODEL_SETTING_HINT)
+
+    def private_home(self) -> Path:
+        """A HOME of this agent's own: the CLI's settings, sessions and caches stay out of the user's."""
+        if self._home is None:
+            self._home = Path(tempfile.mkdtemp(prefix=f"agentenv-{self.name}-home-"))
+        return self._home
+
+    def workspace(self, cfg: CliAgentConfig) -> Path:
+        if cfg.workspace:
+            path = Path(cfg.workspace).expanduser()
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        if self._workspace is None:
+            self._workspace = Path(tempfile.mkdtemp(prefix=f"agentenv-{self.name}-work-"))
+        return self._workspace
+
+    def base_env(self, home: Path) -> dict[str, str]:
+        """PATH and a private HOME (XDG dirs in it): nothing of the hub's environment, so no secret of ours."""
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+                "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
+                "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local" / "state"),
+                "NO_COLOR": "1", "CI": "1"}
+
+    async def run(self, request: TaskRequest) -> TaskResult:
+        from agentenv_local.config.masking import mask_known_secrets
+
+        cfg = cast(CliAgentConfig, request.config)  # the server validated it with our config_model
+        log = request.trajectory
+        log.set_format(self.trajectory_format)
+        session_id = self._sessions.get(request.context_id)
+        log.append({"type": "turn", "input": request.text, "data": request.data, "resume_session": session_id})
+        key: str | None = None
+        try:
+            base_url, key = self.endpoint(cfg)
+            executable = self.find_cli(cfg)
+            turn = await self._run_cli(executable, request, cfg, session_id, base_url, key)
+        except CliAgentError as exc:
+            message = mask_known_secrets(exc.message, [key] if key else [])
+            log.append({"type": "fail", "code": exc.code, "message": message, "error_type": exc.error_type})
+            return TaskResult.failure(exc.code, message, error_type=exc.error_type)
+        if turn.session_id:
+            self._sessions[request.context_id] = turn.session_id
+            self._sessions.move_to_end(request.context_id)
+            while len(self._sessions) > MAX_CONTEXTS:
+                self._sessions.popitem(last=False)
+        usage = Usage(tool_call_count=turn.tool_calls, input_tokens=turn.usage.get("input_tokens"),
+                      output_tokens=turn.usage.get("output_tokens"), total_tokens=turn.usage.get("total_tokens"),
+                      cost_usd=turn.usage.get("cost_usd"),
+                      provider_details={"cli": self.name, "model": cfg.model, "session_id": turn.session_id})
+        if turn.is_error or turn.final_text is None:
+            message = mask_known_secrets(turn.error_text or f"the {self.name} CLI gave no final answer", [key or ""])
+            log.append({"type": "fail", "code": f"{self.name}.failed", "message": message,
+                        "error_type": "agent_error"})
+            return TaskResult.builder().failed(f"{self.name}.failed", message).usage(usage).build()
+        return TaskResult.builder().succeeded().add_text(turn.final_text).usage(usage).build()
+
+    async def _run_cli(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None,
+                       base_url: str, key: str | None) -> CliTurn:
+        from agentenv_local.config.masking import mask_known_secrets
+
+        env = {**self.base_env(self.private_home()), **cfg.env_vars, **self.cli_env(cfg, base_url, key)}
+        argv = self.argv(executable, request, cfg, session_id)
+        log = request.trajectory
+        turn = CliTurn()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=str(self.workspace(cfg)), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, limit=STREAM_LINE_LIMIT)
+        except OSError as exc:
+            raise CliAgentError(f"{self.name}.cli_failed", f"could not start the {self.name} CLI: {exc}",
+                                "infra_error") from None
+        assert proc.stdout is not None and proc.stderr is not None
+        stderr_task = asyncio.ensure_future(proc.stderr.read())
+        try:
+            async for raw in proc.stdout:
+                line = raw.decode("utf-8", errors="replace").strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    self.on_event(event, turn, log)
+            code = await proc.wait()
+            stderr = (await stderr_task).decode("utf-8", errors="replace")
+        except BaseException:  # cancelled or timed out: leave nothing of the CLI running
+            await asyncio.to_thread(stop_cli, proc.pid)
+            stderr_task.cancel()
+            raise
+        kill_group(proc.pid)  # what the CLI left running in its group (a shell's background child)
+        if code != 0 and turn.final_text is None:
+            tail = mask_known_secrets(stderr.strip()[-STDERR_TAIL_CHARS:], [key or ""])
+            log.append({"type": "cli_exit", "exit_code": code, "stderr": tail})
+            turn.is_error = True
+            turn.error_text = turn.error_text or f"the {self.name} CLI exited with {code}: " + (
+                tail.splitlines()[-1] if tail else "no output")
+        return turn
+
+
+def stop_cli(pid: int) -> None:
+    """Stop the CLI's process group, then whatever it started in sessions of their own (Claude Code runs each
+    shell command with setsid, so the group alone would leave a long command running)."""
+    from agentenv_local.procs import stop_group
+
+    tree = descendants(pid)
+    with contextlib.suppress(OSError):
+        stop_group(pid, grace_s=2.0)  # SIGTERM first: a CLI cleans up its own shells when it can
+    for child in tree:
+        with contextlib.suppress(OSError):
+            pgid = os.getpgid(child)
+            if pgid == child:  # a group (session) leader the CLI started: the whole group goes
+                kill_group(pgid)
+            os.kill(child, 9)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process under `pid` (children first found first), read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1:
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
