@@ -1,12 +1,12 @@
 """The agents a task, `agentenv agent` and `python -m agentenv_local.agents` know by name: the
-`agentenv_local.agents` entry-point group. Ours (scripted, human, tool-loop) are declared in pyproject.toml
+`agentenv_local.agents` entry-point group. Ours (scripted, human, tool-loop, claude-code) are declared in pyproject.toml
 exactly like a plugin's, so a plugin's agent is named the same way. Listing them reads entry-point metadata
 only: nothing is imported until an agent is started."""
 
 from __future__ import annotations
 
 # Ours, whatever else is installed (`agentenv agent list` describes them).
-CORE_AGENTS = ("scripted", "human", "tool-loop")
+CORE_AGENTS = ("scripted", "human", "tool-loop", "claude-code")
 
 
 def named_agents() -> dict[str, str]:
