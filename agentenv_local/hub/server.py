@@ -392,6 +392,8 @@ class Hub:
             asyncio.run_coroutine_threadsafe(self.agents.aclose(), self.loop).result(30)
         with contextlib.suppress(Exception):  # warm pools, a Podman service we started
             asyncio.run_coroutine_threadsafe(self.services.aclose(), self.loop).result(30)
+        with contextlib.suppress(Exception):  # e.g. a library's watcher task, left to be destroyed pending otherwise
+            asyncio.run_coroutine_threadsafe(_cancel_leftover_tasks(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=5)
         try:
@@ -400,3 +402,15 @@ class Hub:
             self.paths.socket_file.unlink(missing_ok=True)
             self.paths.hub_info_file.unlink(missing_ok=True)
             self.lock.release()
+
+
+async def _cancel_leftover_tasks() -> None:
+    """Cancel what still runs on the hub's loop once everything it owns has stopped, and let it unwind:
+    a task still pending when the loop stops is destroyed at exit with an error on stderr (sse_starlette's
+    per-loop shutdown watcher, started by any SSE response, never ends by itself)."""
+    current = asyncio.current_task()
+    leftovers = [task for task in asyncio.all_tasks() if task is not current]
+    for task in leftovers:
+        task.cancel()
+    if leftovers:
+        await asyncio.wait(leftovers, timeout=5)
