@@ -23,6 +23,8 @@ BUILTIN_DESCRIPTIONS = {
     "human": "a person answers, in the TUI or with `agentenv human reply`",
     "claude-code": "Claude Code (`claude -p`) with the env's MCP tools, on the [model] endpoint "
                    "(scripts/setup-agent-clis.sh installs the CLI)",
+    "gemini": "Gemini CLI (`gemini -p`) with the env's MCP tools, on the [model] endpoint spoken as the Gemini "
+              "API (scripts/setup-agent-clis.sh installs the CLI)",
     "codex": "OpenAI Codex CLI (`codex exec`) with the env's MCP tools, on the [model] endpoint over the Responses "
              "API (scripts/setup-agent-clis.sh installs the CLI)",
 }
