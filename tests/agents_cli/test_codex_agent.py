@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,50 @@ def test_without_a_model_the_run_fails_with_one_line(smoke_bundle: Path) -> None
     assert out.returncode != 0
     lines = [line for line in (out.stdout + out.stderr).splitlines() if "codex agent needs a model" in line]
     assert len(lines) == 1 and "[model] base_url" in lines[0], out.stdout + out.stderr
+
+
+OFFICE_TASK = {
+    "description": "codex reads the office env's mail through the gateway under the role 'agent'",
+    "steps": [
+        {"id": "deploy", "type": "deploy_env", "env_id": "office"},
+        {"id": "seed_mail", "type": "load_artifact", "artifact_id": "mail-seed", "env_id": "office",
+         "depends_on": ["deploy"]},
+        {"id": "lock_down", "type": "modify_env_tool_access", "env_id": "office", "action": "disable",
+         "role": "agent", "tools": ["purge_mailbox"], "depends_on": ["seed_mail"]},
+        {"id": "solver", "type": "deploy_agent", "a2a_agent_id": "codex", "agent_name": "solver",
+         "env_ids": ["office"], "role": "agent", "depends_on": ["lock_down"]},
+        {"id": "ask", "type": "prompt_agent", "agent_name": "solver", "prompt_id": "ask",
+         "prompt": "Search the mail for Acme pricing and tell me what you found.", "depends_on": ["solver"]},
+        {"id": "check", "type": "agent_prompt_response_verifier", "prompt_id": "ask", "verifier_id": "answer",
+         "criteria": [{"type": "response_contains", "needles": ["DONE"]}], "depends_on": ["ask"]},
+    ],
+}
+
+
+def test_codex_calls_an_office_tool_through_the_gateway_under_a_role(tmp_path: Path) -> None:
+    cli_path("codex", "codex")
+    root = Path(__file__).resolve().parents[2]
+    bundle = tmp_path / "office-codex"
+    shutil.copytree(root / "examples" / "support", bundle)
+    for task in (bundle / "tasks").iterdir():
+        task.unlink()
+    (bundle / "tasks" / "office-codex.json").write_text(json.dumps(OFFICE_TASK))
+    project = tmp_path / "proj"
+    (project / ".agentenv").mkdir(parents=True)
+    responder = ShellResponder(mcp_tool=".search_emails", mcp_args={"query": "acme pricing"})
+    with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
+        (project / ".agentenv" / "config.toml").write_text(
+            f'[model]\napi = "openai"\nbase_url = "{server.base_url}"\napi_key = "{MODEL_KEY}"\n'
+            'default = "gpt-5-codex"\n')
+        out = agentenv(project, "run", str(bundle))
+        offered = [r.tool_names for r in server.requests if r.path == "/v1/responses" and r.tools]
+    assert out.returncode == 0 and "passed" in out.stdout, out.stdout + out.stderr
+    assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
+    assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)  # RBAC
+    runs = json.loads(agentenv(project, "runs", "list", "--json").stdout)
+    run = json.loads(agentenv(project, "runs", "show", runs[0]["run_id"], "--json").stdout)
+    [chat] = run["context"]["prompt_responses"]
+    [call] = [e for e in chat["trajectory"] if e.get("type") == "tool_call"]
+    assert (call["server"], call["tool"], call["args"], call["is_error"]) == \
+        ("office", "search_emails", {"query": "acme pricing"}, False)
+    assert "e-02" in call["result"], call["result"]
