@@ -79,7 +79,7 @@ def test_the_full_bundle_names_each_agent_it_does_not_know(tmp_path: Path) -> No
     out = agentenv(tmp_path, "run", str(bundle), "--dry-run")
     text = out.stdout + out.stderr
     assert out.returncode != 0
-    for name in ("openhands", "pi"):
+    for name in ("openhands",):
         assert f"agent '{name}' not found" in text
     assert "agent 'claude-code' not found" not in text
 
