@@ -44,7 +44,8 @@ def test_a_turn_records_the_bash_call_and_a_second_turn_resumes_the_session(work
                         **model_config(server, workdir))
         result = asyncio.run(agent.run(first))
         assert result.error is None, (result, first.trajectory.events())
-        assert "42" in result.parts[0].text
+        answer = result.parts[0]
+        assert isinstance(answer, TextPart) and "42" in answer.text
         events = first.trajectory.events()
         calls = [e for e in events if e["type"] == "tool_call"]
         assert [(c["name"], c["args"]) for c in calls] == [("bash", {"command": COMMAND})]
@@ -109,10 +110,11 @@ def test_cancelling_a_turn_leaves_no_process_it_started(workdir: Path, monkeypat
             task.cancel()
             raise AssertionError(f"the long command never started: {req.trajectory.events()}")
         tree = harness.descendants(started[0])
+        sleepers = [pid for pid in tree if _is_sleep(pid)]  # read before the cancel ends them
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return [pid for pid in tree if _is_sleep(pid)], tree
+        return sleepers, tree
 
     with FakeModelServer(api_key=MODEL_KEY, responder=SleepResponder()) as server:
         sleepers, tree = asyncio.run(scenario(server))
