@@ -6,7 +6,7 @@ only: nothing is imported until an agent is started."""
 from __future__ import annotations
 
 # Ours, whatever else is installed (`agentenv agent list` describes them).
-CORE_AGENTS = ("scripted", "human", "tool-loop", "claude-code", "codex", "gemini", "opencode", "pi")
+CORE_AGENTS = ("scripted", "human", "tool-loop", "claude-code", "codex", "gemini", "opencode", "pi", "openhands")
 
 
 def named_agents() -> dict[str, str]:

@@ -25,6 +25,8 @@ BUILTIN_DESCRIPTIONS = {
           "(scripts/setup-agent-clis.sh installs the CLI)",
     "opencode": "opencode (`opencode run --format json`) with the env's MCP tools, on the [model] endpoint spoken "
                 "as the Anthropic Messages API (scripts/setup-agent-clis.sh installs the CLI)",
+    "openhands": "OpenHands CLI (`openhands --headless --json`) with the env's MCP tools, on the [model] endpoint "
+                 "over Chat Completions (scripts/setup-agent-clis.sh installs the CLI)",
     "claude-code": "Claude Code (`claude -p`) with the env's MCP tools, on the [model] endpoint "
                    "(scripts/setup-agent-clis.sh installs the CLI)",
     "gemini": "Gemini CLI (`gemini -p`) with the env's MCP tools, on the [model] endpoint spoken as the Gemini "

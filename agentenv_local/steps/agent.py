@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 ROLE_HEADER = "AgentEnv-Role"
 # Built-in agents that call the [model] endpoint themselves: deploy_agent sends them its base_url, key and model.
-MODEL_AGENTS = ("tool-loop", "claude-code", "codex", "gemini", "opencode", "pi")
+MODEL_AGENTS = ("tool-loop", "claude-code", "codex", "gemini", "opencode", "pi", "openhands")
 _HOSTED: dict[str, Any] = {}  # instance id -> HostedAgent, for the teardown of agents this process started
 
 

@@ -74,14 +74,14 @@ def test_without_a_model_the_dry_run_passes_and_the_run_fails_with_one_line(smok
     assert len(lines) == 1 and "[model] base_url" in lines[0], out.stdout + out.stderr
 
 
-def test_the_full_bundle_names_each_agent_it_does_not_know(tmp_path: Path) -> None:
+def test_the_full_bundle_knows_every_agent(tmp_path: Path) -> None:
     bundle = copy_reference_bundle("agents", tmp_path)
     out = agentenv(tmp_path, "run", str(bundle), "--dry-run")
     text = out.stdout + out.stderr
-    assert out.returncode != 0
-    for name in ("openhands",):
-        assert f"agent '{name}' not found" in text
-    assert "agent 'claude-code' not found" not in text
+    assert out.returncode == 0, text
+    assert "not found" not in text
+    for name in ("claude-code", "codex", "gemini", "opencode", "openhands", "pi"):
+        assert f"Would run: tasks/{name}-smoke.json" in text
 
 
 ENV_TASK = {
