@@ -31,6 +31,8 @@ from ..types import TaskRequest, TrajectoryLog
 from .harness import CliAgent, CliAgentConfig, CliAgentError, CliTurn
 
 MAX_RESULT_CHARS = 100_000
+SKILLS_REPO = "https://github.com/OpenHands/extensions"
+NO_SKILLS_REPO = "/nonexistent/openhands-extensions"
 TMUX_SOCKET = "openhands"  # the socket name OpenHands' terminal tool gives tmux (-L)
 _TURN_TMUX_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("openhands_tmux_dir", default=None)
 
@@ -94,6 +96,10 @@ class OpenHandsAgent(CliAgent):
         env = {"LLM_MODEL": model, "LLM_BASE_URL": url, "OPENHANDS_SUPPRESS_BANNER": "1",
                "TMUX_TMPDIR": str(_TURN_TMUX_DIR.get() or self.private_home()),
                "PYTHONUNBUFFERED": "1",  # each event reaches the pipe as it happens, not when a buffer fills
+               # every run clones OpenHands' public skills from GitHub: pointed at a missing local path, it fails
+               # at once without network traffic (the URL rewrite touches no other repository)
+               "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{NO_SKILLS_REPO}.insteadOf",
+               "GIT_CONFIG_VALUE_0": SKILLS_REPO,
                # LiteLLM's price list from the package, not fetched from GitHub
                "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         env["LLM_API_KEY"] = api_key or "none"  # --override-with-envs wants a key even for an open endpoint
