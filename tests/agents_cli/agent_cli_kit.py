@@ -11,9 +11,12 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentenv_local.agents.base import Agent
+from agentenv_local.agents.types import TaskRequest, TextPart
 from agentenv_local.testing.fake_models import FakeModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +70,11 @@ def explain(proc: subprocess.CompletedProcess, server: FakeModelServer) -> str:
     reqs = "\n".join(f"  {r.method} {r.path} -> {r.status} {r.problems[:3]}" for r in server.requests)
     return (f"exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n"
             f"{proc.stderr[-2000:]}\n--- model requests\n{reqs}")
+
+
+def turn_request(agent: Agent, text: str, context: str, task: str, *, mcp: dict[str, Any] | None = None,
+                 **config: Any) -> TaskRequest:
+    """One A2A turn for `agent` as its server would hand it over: the text, the context and task ids, the
+    agent-config fields validated by the agent's own config model, and the MCP servers registered on it."""
+    return TaskRequest(task_id=task, context_id=context, parts=(TextPart(text=text),),
+                       config=agent.config_model.model_validate(config), mcp_servers=mcp or {})

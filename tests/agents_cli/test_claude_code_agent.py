@@ -8,23 +8,18 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_cli_kit import MODEL_KEY, cli_path
+from agent_cli_kit import MODEL_KEY, cli_path, turn_request
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.cli_agents.claude_code import ClaudeCodeAgent
-from agentenv_local.agents.types import TaskRequest, TextPart
 from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 
-def request(agent: ClaudeCodeAgent, text: str, context: str, task: str, **config: object) -> TaskRequest:
-    return TaskRequest(task_id=task, context_id=context, parts=(TextPart(text=text),),
-                       config=agent.config_model.model_validate(config))
-
-
-def model_config(server: FakeModelServer, workdir: Path) -> dict[str, object]:
+def model_config(server: FakeModelServer, workdir: Path) -> dict[str, Any]:
     return {"base_url": server.base_url, "api_key": MODEL_KEY, "model": "claude-sonnet-4-5",
             "workspace": str(workdir)}
 
@@ -33,7 +28,7 @@ def test_a_turn_records_the_bash_call_and_a_second_turn_resumes_the_session(work
     cli_path("claude-code", "claude")
     agent = ClaudeCodeAgent()
     with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder()) as server:
-        first = request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
+        first = turn_request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
                         **model_config(server, workdir))
         result = asyncio.run(agent.run(first))
         assert result.error is None, result
@@ -50,7 +45,7 @@ def test_a_turn_records_the_bash_call_and_a_second_turn_resumes_the_session(work
         assert MODEL_KEY not in json.dumps(events)
 
         server.reset()
-        second = request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
+        second = turn_request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
         again = asyncio.run(agent.run(second))
         assert again.error is None, again
         assert next(e for e in second.trajectory.events() if e["type"] == "turn")["resume_session"] == session
@@ -99,7 +94,7 @@ def test_cancelling_a_turn_kills_the_clis_process_group(workdir: Path, monkeypat
     agent = ClaudeCodeAgent()
 
     async def scenario(server: FakeModelServer) -> tuple[list[int], list[dict]]:
-        req = request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
+        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
         task = asyncio.ensure_future(agent.run(req))
         for _ in range(1200):  # until the CLI's shell runs the long command
             await asyncio.sleep(0.1)
@@ -142,7 +137,7 @@ def test_a_missing_cli_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(harness, "CLI_CACHE", tmp_path / "no-cache")
     monkeypatch.setenv("PATH", str(tmp_path))
     agent = ClaudeCodeAgent()
-    req = request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
+    req = turn_request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
     result = asyncio.run(agent.run(req))
     assert result.error is not None and result.error.code == "claude-code.cli_not_found"
     assert "scripts/setup-agent-clis.sh" in result.error.message
@@ -152,7 +147,7 @@ def test_a_missing_cli_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
 def test_no_model_endpoint_is_one_line_naming_the_model_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LITELLM_BASE_URL", raising=False)
     agent = ClaudeCodeAgent()
-    result = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-n")))
+    result = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n")))
     assert result.error is not None and result.error.code == "claude-code.no_model"
     assert "[model]" in result.error.message and "\n" not in result.error.message
 

@@ -13,23 +13,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_cli_kit import MODEL_KEY, cli_path
+from agent_cli_kit import MODEL_KEY, cli_path, turn_request
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.cli_agents.codex import CodexAgent
-from agentenv_local.agents.types import TaskRequest, TaskResult, TextPart
+from agentenv_local.agents.types import TaskResult, TextPart
 from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kits.reference_bundles import copy_reference_bundle  # noqa: E402 - the tests folder is on the path now
-
-
-def request(agent: CodexAgent, text: str, context: str, task: str, **config: object) -> TaskRequest:
-    return TaskRequest(task_id=task, context_id=context, parts=(TextPart(text=text),),
-                       config=agent.config_model.model_validate(config))
 
 
 def answer(result: TaskResult) -> str:
@@ -38,7 +34,7 @@ def answer(result: TaskResult) -> str:
     return part.text
 
 
-def model_config(server: FakeModelServer, workdir: Path) -> dict[str, object]:
+def model_config(server: FakeModelServer, workdir: Path) -> dict[str, Any]:
     return {"base_url": server.base_url, "api": "openai", "api_key": MODEL_KEY, "model": "gpt-5-codex",
             "workspace": str(workdir)}
 
@@ -47,7 +43,7 @@ def test_a_turn_records_the_shell_call_and_a_second_turn_resumes_the_thread(work
     cli_path("codex", "codex")
     agent = CodexAgent()
     with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder()) as server:
-        first = request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
+        first = turn_request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
                         **model_config(server, workdir))
         result = asyncio.run(agent.run(first))
         assert result.error is None, (result, first.trajectory.events())
@@ -68,7 +64,7 @@ def test_a_turn_records_the_shell_call_and_a_second_turn_resumes_the_thread(work
         assert turns and all(r.valid and r.headers.get("authorization") == f"Bearer {MODEL_KEY}" for r in turns)
 
         server.reset()
-        second = request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
+        second = turn_request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
         again = asyncio.run(agent.run(second))
         assert again.error is None, again
         assert next(e for e in second.trajectory.events() if e["type"] == "turn")["resume_session"] == thread
@@ -84,7 +80,7 @@ def test_a_registered_mcp_server_is_called_over_http(workdir: Path, echo_mcp_url
     responder = ShellResponder(mcp_tool=".echo", mcp_args={"text": "hello from the fake model"})
     mcp = {"echo": {"url": echo_mcp_url, "headers": {"AgentEnv-Role": "agent"}}}
     with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
-        req = request(agent, "Say hello with the echo tool", "ctx-m", "t-m", **model_config(server, workdir))
+        req = turn_request(agent, "Say hello with the echo tool", "ctx-m", "t-m", **model_config(server, workdir))
         req = req.model_copy(update={"mcp_servers": mcp})
         result = asyncio.run(agent.run(req))
     assert result.error is None, (result, req.trajectory.events())
@@ -121,7 +117,7 @@ def test_cancelling_a_turn_leaves_no_process(workdir: Path, monkeypatch: pytest.
     agent = CodexAgent()
 
     async def scenario(server: FakeModelServer) -> tuple[list[int], list[dict]]:
-        req = request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
+        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
         task = asyncio.ensure_future(agent.run(req))
         for _ in range(1200):  # until Codex's shell runs the long command
             await asyncio.sleep(0.1)
@@ -163,10 +159,10 @@ def _is_sleep(pid: int) -> bool:
 def test_no_model_endpoint_or_name_is_one_line_naming_the_model_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LITELLM_BASE_URL", raising=False)
     agent = CodexAgent()
-    result = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-n")))
+    result = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n")))
     assert result.error is not None and result.error.code == "codex.no_model"
     assert "[model]" in result.error.message and "\n" not in result.error.message
-    unnamed = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-o", base_url="http://127.0.0.1:9/v1")))
+    unnamed = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-o", base_url="http://127.0.0.1:9/v1")))
     assert unnamed.error is not None and unnamed.error.code == "codex.no_model"
     assert "[model] default" in unnamed.error.message and "\n" not in unnamed.error.message
 
@@ -175,7 +171,7 @@ def test_a_missing_cli_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(harness, "CLI_CACHE", tmp_path / "no-cache")
     monkeypatch.setenv("PATH", str(tmp_path))
     agent = CodexAgent()
-    req = request(agent, "hi", "ctx-x", "t-x", base_url="http://127.0.0.1:9/v1", api_key="sk-x-secret", model="m")
+    req = turn_request(agent, "hi", "ctx-x", "t-x", base_url="http://127.0.0.1:9/v1", api_key="sk-x-secret", model="m")
     result = asyncio.run(agent.run(req))
     assert result.error is not None and result.error.code == "codex.cli_not_found"
     assert "scripts/setup-agent-clis.sh" in result.error.message and "@openai/codex" in result.error.message

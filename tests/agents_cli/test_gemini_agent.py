@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_kit import MODEL_KEY, cli_path
+from agent_cli_kit import MODEL_KEY, cli_path, turn_request
 from shell_responder import ShellResponder
 from test_claude_code_agent import _alive, group_members
 
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.cli_agents.gemini import GeminiAgent
-from agentenv_local.agents.types import TaskRequest, TextPart, text_of
+from agentenv_local.agents.types import text_of
 from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,11 +32,6 @@ from kits.reference_bundles import copy_reference_bundle  # noqa: E402 - the tes
 EXPR = "expr 6 '*' 7"
 MODEL = "gemini-2.5-flash"
 
-
-def request(agent: GeminiAgent, text: str, context: str, task: str, *, mcp: dict[str, Any] | None = None,
-            **config: Any) -> TaskRequest:
-    return TaskRequest(task_id=task, context_id=context, parts=(TextPart(text=text),),
-                       config=agent.config_model.model_validate(config), mcp_servers=mcp or {})
 
 
 def model_config(server: FakeModelServer, workdir: Path) -> dict[str, Any]:
@@ -47,7 +42,8 @@ def test_a_turn_records_the_shell_call_live_and_its_output(workdir: Path) -> Non
     cli_path("gemini", "gemini")
     agent = GeminiAgent()
     with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder(command=EXPR)) as server:
-        req = request(agent, "Compute 6 * 7 with your shell tool.", "ctx-1", "t-1", **model_config(server, workdir))
+        req = turn_request(agent, "Compute 6 * 7 with your shell tool.", "ctx-1", "t-1",
+                           **model_config(server, workdir))
         result = asyncio.run(agent.run(req))
         problems = [r.problems for r in server.requests if r.problems]
     assert result.error is None, (result, req.trajectory.events())
@@ -70,7 +66,7 @@ def test_an_mcp_tool_of_the_env_is_called_and_routed_to_its_server(workdir: Path
     agent = GeminiAgent()
     responder = ShellResponder(mcp_tool="echo", mcp_args={"text": "hello from the fake model"})
     with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
-        req = request(agent, "Say hello with the echo tool.", "ctx-m", "t-m", mcp={"echo": {"url": echo_mcp_url}},
+        req = turn_request(agent, "Say hello with the echo tool.", "ctx-m", "t-m", mcp={"echo": {"url": echo_mcp_url}},
                       **model_config(server, workdir))
         result = asyncio.run(agent.run(req))
     assert result.error is None, (result, req.trajectory.events())
@@ -85,12 +81,12 @@ def test_a_second_turn_resumes_the_session(workdir: Path) -> None:
     cli_path("gemini", "gemini")
     agent = GeminiAgent()
     with FakeModelServer(api_key=MODEL_KEY, script=[Reply(text="Noted: the number is 42.")]) as server:
-        first = request(agent, "Remember the number 42.", "ctx-r", "t-1", **model_config(server, workdir))
+        first = turn_request(agent, "Remember the number 42.", "ctx-r", "t-1", **model_config(server, workdir))
         result = asyncio.run(agent.run(first))
         assert result.error is None, (result, first.trajectory.events())
         session = result.usage.provider_details["session_id"]
         server.reset([Reply(text="It was 42.")])
-        second = request(agent, "What was the number?", "ctx-r", "t-2", **model_config(server, workdir))
+        second = turn_request(agent, "What was the number?", "ctx-r", "t-2", **model_config(server, workdir))
         again = asyncio.run(agent.run(second))
         turns = [r for r in server.requests if r.valid and r.tools]
     assert again.error is None, (again, second.trajectory.events())
@@ -133,7 +129,7 @@ def test_cancelling_a_turn_leaves_no_process(workdir: Path, monkeypatch: pytest.
     agent = GeminiAgent()
 
     async def scenario(server: FakeModelServer) -> tuple[list[int], list[dict]]:
-        req = request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
+        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
         task = asyncio.ensure_future(agent.run(req))
         for _ in range(1200):  # until the CLI's shell runs the long command
             await asyncio.sleep(0.1)
@@ -161,7 +157,7 @@ def test_cancelling_a_turn_leaves_no_process(workdir: Path, monkeypatch: pytest.
 def test_no_model_endpoint_is_one_line_naming_the_model_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LITELLM_BASE_URL", raising=False)
     agent = GeminiAgent()
-    result = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-n")))
+    result = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n")))
     assert result.error is not None and result.error.code == "gemini.no_model"
     assert "[model]" in result.error.message and "\n" not in result.error.message
 

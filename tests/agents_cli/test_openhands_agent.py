@@ -12,27 +12,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_cli_kit import MODEL_KEY, cli_path
+from agent_cli_kit import MODEL_KEY, cli_path, turn_request
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.cli_agents.openhands import OpenHandsAgent
-from agentenv_local.agents.types import TaskRequest, TextPart
 from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kits.reference_bundles import copy_reference_bundle  # noqa: E402 - the tests folder is on the path now
 
 
-def request(agent: OpenHandsAgent, text: str, context: str, task: str, *,
-            mcp_servers: dict[str, dict[str, object]] | None = None, **config: object) -> TaskRequest:
-    return TaskRequest(task_id=task, context_id=context, parts=(TextPart(text=text),),
-                       config=agent.config_model.model_validate(config), mcp_servers=mcp_servers or {})
-
-
-def model_config(server: FakeModelServer, workdir: Path) -> dict[str, object]:
+def model_config(server: FakeModelServer, workdir: Path) -> dict[str, Any]:
     return {"base_url": server.base_url, "api": "openai", "api_key": MODEL_KEY, "model": "fake-model",
             "workspace": str(workdir)}
 
@@ -45,7 +39,7 @@ def test_a_turn_records_the_terminal_call_and_a_second_turn_resumes_the_conversa
     cli_path("openhands-venv", "openhands", venv=True)
     agent = OpenHandsAgent()
     with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder()) as server:
-        first = request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
+        first = turn_request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
                         **model_config(server, workdir))
         result = asyncio.run(agent.run(first))
         assert result.error is None, (result, first.trajectory.events())
@@ -65,7 +59,7 @@ def test_a_turn_records_the_terminal_call_and_a_second_turn_resumes_the_conversa
                    for r in chat_turns(server))
 
         server.reset()
-        second = request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
+        second = turn_request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
         again = asyncio.run(agent.run(second))
         assert again.error is None, (again, second.trajectory.events())
         assert next(e for e in second.trajectory.events() if e["type"] == "turn")["resume_session"] == session
@@ -73,7 +67,7 @@ def test_a_turn_records_the_terminal_call_and_a_second_turn_resumes_the_conversa
         assert COMMAND in history and "What did it print?" in history  # the first turn is in the conversation
         assert again.usage.provider_details["session_id"] == session
 
-        other = request(agent, "Hello", "ctx-2", "t-3", **model_config(server, workdir))
+        other = turn_request(agent, "Hello", "ctx-2", "t-3", **model_config(server, workdir))
         assert asyncio.run(agent.run(other)).usage.provider_details["session_id"] != session  # a context each
 
 
@@ -83,7 +77,7 @@ def test_the_envs_mcp_server_reaches_the_cli(workdir: Path, echo_mcp_url: str) -
     # OpenHands adds a required security_risk argument to every tool, MCP tools included
     responder = ShellResponder(mcp_tool="echo", mcp_args={"text": "hello from the fake model", "security_risk": "LOW"})
     with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
-        req = request(agent, "Say hello with echo", "ctx-m", "t-m", mcp_servers={"echo": {"url": echo_mcp_url}},
+        req = turn_request(agent, "Say hello with echo", "ctx-m", "t-m", mcp={"echo": {"url": echo_mcp_url}},
                       **model_config(server, workdir))
         result = asyncio.run(agent.run(req))
     assert result.error is None, (result, req.trajectory.events())
@@ -118,7 +112,7 @@ def test_cancelling_a_turn_leaves_no_process(workdir: Path, monkeypatch: pytest.
     agent = OpenHandsAgent()
 
     async def scenario(server: FakeModelServer) -> tuple[list[int], list[int], list[dict]]:
-        req = request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
+        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
         task = asyncio.ensure_future(agent.run(req))
         for _ in range(1800):  # until the CLI's shell runs the long command
             await asyncio.sleep(0.1)
@@ -178,11 +172,11 @@ def test_a_missing_cli_and_a_missing_model_are_one_clear_error_each(tmp_path: Pa
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("LITELLM_BASE_URL", raising=False)
     agent = OpenHandsAgent()
-    req = request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
+    req = turn_request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
     result = asyncio.run(agent.run(req))
     assert result.error is not None and result.error.code == "openhands.cli_not_found"
     assert "scripts/setup-agent-clis.sh" in result.error.message
-    no_model = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-n")))
+    no_model = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n")))
     assert no_model.error is not None and no_model.error.code == "openhands.no_model"
     assert "[model] base_url" in no_model.error.message
 
@@ -244,7 +238,7 @@ def test_an_anthropic_endpoint_is_spoken_as_the_messages_api(workdir: Path) -> N
     cli_path("openhands-venv", "openhands", venv=True)
     agent = OpenHandsAgent()
     with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder()) as server:
-        req = request(agent, f"Run {COMMAND} and reply with the number.", "ctx-a", "t-a", base_url=server.root_url,
+        req = turn_request(agent, f"Run {COMMAND} and reply with the number.", "ctx-a", "t-a", base_url=server.root_url,
                       api="anthropic", api_key=MODEL_KEY, model="claude-sonnet-4-5", workspace=str(workdir))
         result = asyncio.run(agent.run(req))
     assert result.error is None, (result, req.trajectory.events())

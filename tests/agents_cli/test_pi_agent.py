@@ -11,26 +11,22 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_cli_kit import MODEL_KEY, cli_path
+from agent_cli_kit import MODEL_KEY, cli_path, turn_request
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.cli_agents.pi import PiAgent
-from agentenv_local.agents.types import TaskRequest, TextPart, text_of
+from agentenv_local.agents.types import text_of
 from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kits.reference_bundles import copy_reference_bundle  # noqa: E402 - the tests folder is on the path now
 
 
-def request(agent: PiAgent, text: str, context: str, task: str, **config: object) -> TaskRequest:
-    return TaskRequest(task_id=task, context_id=context, parts=(TextPart(text=text),),
-                       config=agent.config_model.model_validate(config))
-
-
-def model_config(server: FakeModelServer, workdir: Path, api: str = "openai") -> dict[str, object]:
+def model_config(server: FakeModelServer, workdir: Path, api: str = "openai") -> dict[str, Any]:
     base_url = server.base_url if api == "openai" else server.root_url
     return {"base_url": base_url, "api": api, "api_key": MODEL_KEY, "model": "fake-model",
             "workspace": str(workdir)}
@@ -42,7 +38,7 @@ def test_a_turn_records_the_bash_call_and_a_second_turn_resumes_the_session(work
     agent = PiAgent()
     wire = "/v1/chat/completions" if api == "openai" else "/v1/messages"
     with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder()) as server:
-        first = request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
+        first = turn_request(agent, f"Run {COMMAND} and reply with the number.", "ctx-1", "t-1",
                         **model_config(server, workdir, api))
         result = asyncio.run(agent.run(first))
         assert result.error is None, (result, first.trajectory.events())
@@ -64,7 +60,7 @@ def test_a_turn_records_the_bash_call_and_a_second_turn_resumes_the_session(work
         assert MODEL_KEY not in models_json  # the file names the variable holding the key, not the key
 
         server.reset()
-        second = request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir, api))
+        second = turn_request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir, api))
         again = asyncio.run(agent.run(second))
         assert again.error is None, again
         assert next(e for e in second.trajectory.events() if e["type"] == "turn")["resume_session"] == session
@@ -74,7 +70,7 @@ def test_a_turn_records_the_bash_call_and_a_second_turn_resumes_the_session(work
         assert again.usage.provider_details["session_id"] == session
 
         server.reset()
-        other = request(agent, "Hello", "ctx-2", "t-3", **model_config(server, workdir, api))
+        other = turn_request(agent, "Hello", "ctx-2", "t-3", **model_config(server, workdir, api))
         fresh = asyncio.run(agent.run(other))
         assert fresh.error is None and fresh.usage.provider_details["session_id"] != session
         history = json.dumps([r.messages for r in server.requests if r.valid])
@@ -85,7 +81,7 @@ def test_a_model_error_fails_the_turn_with_the_masked_message(workdir: Path) -> 
     cli_path("pi", "pi")
     agent = PiAgent()
     with FakeModelServer(api_key="sk-some-other-key", responder=ShellResponder()) as server:
-        req = request(agent, "hi", "ctx-e", "t-e", **model_config(server, workdir))
+        req = turn_request(agent, "hi", "ctx-e", "t-e", **model_config(server, workdir))
         result = asyncio.run(agent.run(req))
     assert result.error is not None and result.error.code == "pi.failed", result
     assert MODEL_KEY not in result.error.message and MODEL_KEY not in json.dumps(req.trajectory.events())
@@ -144,7 +140,7 @@ def test_cancelling_a_turn_leaves_no_process(workdir: Path, monkeypatch: pytest.
     agent = PiAgent()
 
     async def scenario(server: FakeModelServer) -> tuple[list[int], list[dict]]:
-        req = request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
+        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
         task = asyncio.ensure_future(agent.run(req))
         for _ in range(1200):  # until pi's shell runs the long command
             await asyncio.sleep(0.1)
@@ -173,7 +169,7 @@ def test_a_missing_cli_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(harness, "CLI_CACHE", tmp_path / "no-cache")
     monkeypatch.setenv("PATH", str(tmp_path))
     agent = PiAgent()
-    req = request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
+    req = turn_request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
     result = asyncio.run(agent.run(req))
     assert result.error is not None and result.error.code == "pi.cli_not_found"
     assert "scripts/setup-agent-clis.sh" in result.error.message and "\n" not in result.error.message
@@ -182,10 +178,10 @@ def test_a_missing_cli_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
 def test_no_model_is_one_line_naming_the_model_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LITELLM_BASE_URL", raising=False)
     agent = PiAgent()
-    result = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-n")))
+    result = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n")))
     assert result.error is not None and result.error.code == "pi.no_model"
     assert "[model]" in result.error.message and "\n" not in result.error.message
-    named = asyncio.run(agent.run(request(agent, "hi", "ctx-n", "t-n2", base_url="http://127.0.0.1:9")))
+    named = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n2", base_url="http://127.0.0.1:9")))
     assert named.error is not None and named.error.code == "pi.no_model" and "--model" in named.error.message
 
 
