@@ -9,21 +9,34 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_kit import MODEL_KEY, cli_path, turn_request
+from agent_cli_kit import (
+    LONG_COMMAND,
+    MODEL_KEY,
+    LongCommandResponder,
+    alive,
+    assert_no_model_is_one_line,
+    assert_no_process_left,
+    cancel_a_running_turn,
+    cli_path,
+    is_sleep,
+    missing_cli_error,
+    record_started,
+    run_reference_smoke,
+    second_turn_resumes,
+    smoke_bundle_of,
+    smoke_fails_without_model,
+    tool_calls,
+    turn_request,
+)
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.cli_agents.openhands import OpenHandsAgent
-from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kits.reference_bundles import copy_reference_bundle  # noqa: E402 - the tests folder is on the path now
+from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest
 
 
 def model_config(server: FakeModelServer, workdir: Path) -> dict[str, Any]:
@@ -58,14 +71,8 @@ def test_a_turn_records_the_terminal_call_and_a_second_turn_resumes_the_conversa
         assert all({k.lower(): v for k, v in r.headers.items()}.get("authorization") == f"Bearer {MODEL_KEY}"
                    for r in chat_turns(server))
 
-        server.reset()
-        second = turn_request(agent, "What did it print?", "ctx-1", "t-2", **model_config(server, workdir))
-        again = asyncio.run(agent.run(second))
-        assert again.error is None, (again, second.trajectory.events())
-        assert next(e for e in second.trajectory.events() if e["type"] == "turn")["resume_session"] == session
-        history = json.dumps(chat_turns(server)[-1].messages)
-        assert COMMAND in history and "What did it print?" in history  # the first turn is in the conversation
-        assert again.usage.provider_details["session_id"] == session
+        second_turn_resumes(agent, server, model_config(server, workdir), session,
+                            lambda r: r.path == "/v1/chat/completions")
 
         other = turn_request(agent, "Hello", "ctx-2", "t-3", **model_config(server, workdir))
         assert asyncio.run(agent.run(other)).usage.provider_details["session_id"] != session  # a context each
@@ -86,64 +93,31 @@ def test_the_envs_mcp_server_reaches_the_cli(workdir: Path, echo_mcp_url: str) -
     assert "hello from the fake model" in result.parts[0].text
 
 
-LONG_COMMAND = "python3 -c 'import time; time.sleep(300)'"
-
-
-class SleepResponder:
-    """Asks for a terminal command that never ends on its own."""
-
-    def __call__(self, req: RecordedRequest) -> Reply:
-        if any(t["name"] == "terminal" for t in req.tools) and not req.answered_tools:
-            return Reply.tool_call("terminal", {"command": LONG_COMMAND, "timeout": 600, "security_risk": "LOW"})
-        return Reply(text="ok")
-
-
 def test_cancelling_a_turn_leaves_no_process(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cli_path("openhands-venv", "openhands", venv=True)
-    started: list[int] = []
-    real_exec = asyncio.create_subprocess_exec
-
-    async def recording_exec(*argv: str, **kwargs: object) -> asyncio.subprocess.Process:
-        proc = await real_exec(*argv, **kwargs)  # type: ignore[arg-type]  # kwargs pass through unchanged
-        started.append(proc.pid)
-        return proc
-
-    monkeypatch.setattr(harness.asyncio, "create_subprocess_exec", recording_exec)
+    started = record_started(monkeypatch)
     agent = OpenHandsAgent()
 
-    async def scenario(server: FakeModelServer) -> tuple[list[int], list[int], list[dict]]:
-        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
-        task = asyncio.ensure_future(agent.run(req))
-        for _ in range(1800):  # until the CLI's shell runs the long command
-            await asyncio.sleep(0.1)
-            if started and sleeping_in(workdir):
-                break
-            if task.done():
-                raise AssertionError(f"the turn ended before the command ran: {req.trajectory.events()}")
-        else:
-            task.cancel()
-            raise AssertionError(f"the long command never started: {req.trajectory.events()}")
+    def sleeping_and_tree(cli: int) -> tuple[list[int], list[int]]:
         sleeping = sleeping_in(workdir)
-        tree = harness.descendants(started[0]) + sleeping
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return sleeping, tree, req.trajectory.events()
+        return sleeping, harness.descendants(cli) + sleeping
 
-    with FakeModelServer(api_key=MODEL_KEY, responder=SleepResponder()) as server:
-        sleeping, tree, events = asyncio.run(scenario(server))
+    waits = LongCommandResponder("terminal", command=LONG_COMMAND, timeout=600, security_risk="LOW")
+    with FakeModelServer(api_key=MODEL_KEY, responder=waits) as server:
+        req = turn_request(agent, "Wait for a long time.", "ctx-c", "t-c", **model_config(server, workdir))
+        sleeping, tree = cancel_a_running_turn(agent, req, started, sleeping_and_tree, polls=1800,
+                                               ready=lambda cli, events: bool(sleeping_in(workdir)))
     assert sleeping  # the terminal's long command ran
     assert sleeping_in(workdir) == [], "the terminal's long command is still running"
-    assert not _alive(started[0]), "the CLI is still running"
-    assert not [pid for pid in tree if _alive(pid)], "a process the CLI started is still running"
-    assert any(e["type"] == "tool_use" and e["name"] == "terminal" for e in events)
+    assert_no_process_left(tree, cli=started[0])
+    assert any(e["type"] == "tool_use" and e["name"] == "terminal" for e in req.trajectory.events())
 
 
 def sleeping_in(workdir: Path) -> list[int]:
     """The long commands running in `workdir`: OpenHands runs them in tmux panes, outside the CLI's own tree."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _is_sleep(int(entry.name)) and _alive(int(entry.name)):
+        if entry.name.isdigit() and is_sleep(int(entry.name)) and alive(int(entry.name)):
             try:
                 if Path(os.readlink(entry / "cwd")) == workdir:
                     found.append(int(entry.name))
@@ -152,86 +126,34 @@ def sleeping_in(workdir: Path) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _is_sleep(pid: int) -> bool:
-    try:
-        return b"time.sleep(300)" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
 def test_a_missing_cli_and_a_missing_model_are_one_clear_error_each(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness, "CLI_CACHE", tmp_path / "no-cache")
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.delenv("LITELLM_BASE_URL", raising=False)
     agent = OpenHandsAgent()
-    req = turn_request(agent, "hi", "ctx-m", "t-m", base_url="http://127.0.0.1:9", api_key="sk-x-secret", model="m")
-    result = asyncio.run(agent.run(req))
-    assert result.error is not None and result.error.code == "openhands.cli_not_found"
-    assert "scripts/setup-agent-clis.sh" in result.error.message
-    no_model = asyncio.run(agent.run(turn_request(agent, "hi", "ctx-n", "t-n")))
-    assert no_model.error is not None and no_model.error.code == "openhands.no_model"
-    assert "[model] base_url" in no_model.error.message
+    missing_cli_error(agent, tmp_path, monkeypatch)
+    assert "[model] base_url" in assert_no_model_is_one_line(agent, monkeypatch)
 
 
 # --- the reference's `agents` bundle through `agentenv run` -------------------------------------------------------
 
-
-def agentenv(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTENV_", "ANTHROPIC_", "LITELLM_"))}
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=400, check=False)
+DROP = ("ANTHROPIC_",)
 
 
 @pytest.fixture
 def smoke_bundle(tmp_path: Path) -> Path:
     """The reference's `agents` bundle with its openhands task only."""
-    bundle = copy_reference_bundle("agents", tmp_path)
-    for task in (bundle / "tasks").iterdir():
-        if task.name != "openhands-smoke.json":
-            task.unlink()
-    (tmp_path / "proj").mkdir()
-    return bundle
+    return smoke_bundle_of(tmp_path, "openhands")
 
 
 def test_the_smoke_task_passes_with_a_model_and_records_the_terminal_call(smoke_bundle: Path) -> None:
     cli_path("openhands-venv", "openhands", venv=True)
-    project = smoke_bundle.parent / "proj"
-    with FakeModelServer(api_key=MODEL_KEY, responder=ShellResponder()) as server:
-        (project / ".agentenv").mkdir()
-        (project / ".agentenv" / "config.toml").write_text(
-            f'[model]\napi = "openai"\nbase_url = "{server.base_url}"\napi_key = "{MODEL_KEY}"\n'
-            'default = "fake-model"\n')
-        out = agentenv(project, "run", str(smoke_bundle), "--task", "openhands-smoke")
-        problems = [r.problems for r in server.requests if r.problems]
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "passed" in out.stdout, out.stdout
-    assert not problems
-    runs = json.loads(agentenv(project, "runs", "list", "--json").stdout)
-    shown = agentenv(project, "runs", "show", runs[0]["run_id"], "--json").stdout
-    run = json.loads(shown)
-    [chat] = run["context"]["prompt_responses"]
-    calls = [e for e in chat["trajectory"] if e.get("type") == "tool_call"]
+    trajectory = run_reference_smoke(smoke_bundle, "openhands", ShellResponder(), lambda server: {
+        "api": "openai", "base_url": server.base_url, "default": "fake-model"}, DROP)
+    calls = tool_calls(trajectory)
     assert [(c["name"], c["args"]["command"], c["result"].strip()) for c in calls] == [("terminal", COMMAND, "42")]
-    assert run["context"]["deployed_agents"][0]["a2a_agent_id"] == "openhands"
-    assert MODEL_KEY not in shown  # the key never reaches the store
 
 
 def test_without_a_model_the_smoke_task_fails_with_one_line(smoke_bundle: Path) -> None:
-    project = smoke_bundle.parent / "proj"
-    dry = agentenv(project, "run", str(smoke_bundle), "--dry-run")
-    assert dry.returncode == 0, dry.stdout + dry.stderr
-    out = agentenv(project, "run", str(smoke_bundle), "--task", "openhands-smoke")
-    assert out.returncode != 0
-    lines = [line for line in (out.stdout + out.stderr).splitlines() if "openhands agent needs a model" in line]
-    assert len(lines) == 1 and "[model] base_url" in lines[0], out.stdout + out.stderr
+    smoke_fails_without_model(smoke_bundle, "openhands", DROP, dry_run=True)
 
 
 def test_an_anthropic_endpoint_is_spoken_as_the_messages_api(workdir: Path) -> None:

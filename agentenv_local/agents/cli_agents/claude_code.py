@@ -17,7 +17,7 @@ import tempfile
 from typing import Any
 
 from ..types import TaskRequest, TrajectoryLog
-from .harness import CliAgent, CliAgentConfig, CliAgentError, CliTurn
+from .harness import CliAgent, CliAgentConfig, CliTurn
 
 DEFAULT_TOOLS = ("Bash", "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "LS", "TodoWrite")
 MAX_RESULT_CHARS = 100_000
@@ -32,14 +32,9 @@ class ClaudeCodeAgent(CliAgent):
     trajectory_format = "agentenv-claude-code/1"
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
-        if not cfg.model:
-            raise CliAgentError("claude-code.no_model", "the claude-code agent has no model: set [model] default "
-                                                        "(or [model.roles] agent) in .agentenv/config.toml, or "
-                                                        "pass --model")
-        prompt = request.text
-        if request.data:
-            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
-        argv = [executable, "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", cfg.model]
+        model = self.model_name(cfg)
+        prompt = self.prompt_text(request)
+        argv = [executable, "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", model]
         tools = list(cfg.allowed_tools if cfg.allowed_tools is not None else DEFAULT_TOOLS)
         if request.mcp_servers:
             argv += ["--mcp-config", self._mcp_config_file(request), "--strict-mcp-config"]

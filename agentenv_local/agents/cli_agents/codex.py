@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import TaskRequest, TrajectoryLog
-from .harness import CliAgent, CliAgentConfig, CliAgentError, CliTurn
+from .harness import CliAgent, CliAgentConfig, CliTurn
 
 KEY_VARIABLE = "AGENTENV_CODEX_MODEL_KEY"  # the env var the provider reads its key from (the key is not in a file)
 PROVIDER = "agentenv"
@@ -35,15 +35,11 @@ class CodexAgent(CliAgent):
     trajectory_format = "agentenv-codex/1"
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
-        if not cfg.model:
-            raise CliAgentError("codex.no_model", "the codex agent has no model: set [model] default "
-                                                  "(or [model.roles] agent) in .agentenv/config.toml, or pass --model")
+        model = self.model_name(cfg)
         self._write_config(request, cfg)
-        prompt = request.text
-        if request.data:
-            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
+        prompt = self.prompt_text(request)
         argv = [executable, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                "--model", cfg.model]
+                "--model", model]
         if session_id:
             argv += ["resume", session_id]
         return argv + ["--", prompt]  # `--`: a prompt that starts with '-' is no flag

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import TaskRequest, TaskResult, TrajectoryLog
-from .harness import CliAgent, CliAgentConfig, CliAgentError, CliTurn
+from .harness import CliAgent, CliAgentConfig, CliTurn
 
 MAX_RESULT_CHARS = 100_000
 # Gemini CLI will not start API-key auth without a key; an endpoint that wants none (a local proxy) gets this
@@ -38,14 +38,10 @@ class GeminiAgent(CliAgent):
     _servers: tuple[str, ...] = ()  # the MCP servers of the latest turn: an MCP tool's name starts with one
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
-        if not cfg.model:
-            raise CliAgentError("gemini.no_model", "the gemini agent has no model: set [model] default (or "
-                                                   "[model.roles] agent) in .agentenv/config.toml, or pass --model")
-        prompt = request.text
-        if request.data:
-            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
+        model = self.model_name(cfg)
+        prompt = self.prompt_text(request)
         self._write_settings(request, cfg)
-        argv = [executable, "--output-format", "stream-json", "--yolo", "--skip-trust", "-m", cfg.model]
+        argv = [executable, "--output-format", "stream-json", "--yolo", "--skip-trust", "-m", model]
         if cfg.allowed_tools is not None:
             argv += ["--allowed-tools", ",".join(cfg.allowed_tools)]
         if session_id:

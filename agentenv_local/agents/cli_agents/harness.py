@@ -144,6 +144,21 @@ class CliAgent(Agent):
         raise CliAgentError(f"{self.name}.no_model", f"the {self.name} agent has no model endpoint: "
                                                     + MODEL_SETTING_HINT)
 
+    def model_name(self, cfg: CliAgentConfig) -> str:
+        """The model's name, or one clear error naming the setting."""
+        if not cfg.model:
+            raise CliAgentError(f"{self.name}.no_model", f"the {self.name} agent has no model: set [model] default "
+                                "(or [model.roles] agent) in .agentenv/config.toml, or pass --model")
+        return cfg.model
+
+    @staticmethod
+    def prompt_text(request: TaskRequest) -> str:
+        """The turn's text, then its data (if any) as JSON."""
+        prompt = request.text
+        if request.data:
+            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
+        return prompt
+
     def private_home(self) -> Path:
         """A HOME of this agent's own: the CLI's settings, sessions and caches stay out of the user's."""
         if self._home is None:

@@ -38,19 +38,14 @@ class OpencodeAgent(CliAgent):
     trajectory_format = "agentenv-opencode/1"
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
-        prompt = request.text
-        if request.data:
-            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
+        prompt = self.prompt_text(request)
         argv = [executable, "run", "--format", "json", "--auto"]
         if session_id:
             argv += ["--session", session_id]
         return [*argv, "--", prompt]  # a prompt starting with "-" stays the message
 
     def cli_env(self, cfg: CliAgentConfig, base_url: str, api_key: str | None) -> dict[str, str]:
-        if not cfg.model:
-            raise CliAgentError("opencode.no_model", "the opencode agent has no model: set [model] default "
-                                                     "(or [model.roles] agent) in .agentenv/config.toml, or "
-                                                     "pass --model")
+        model = self.model_name(cfg)
         if cfg.api != "anthropic":
             raise CliAgentError("opencode.unsupported_api", f"the opencode agent speaks the Anthropic Messages API "
                                                             f"here, not {cfg.api!r}: set [model] api = \"anthropic\" "
@@ -60,7 +55,7 @@ class OpencodeAgent(CliAgent):
             root += "/v1"
         config: dict[str, Any] = {
             "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
-            "model": cfg.model if cfg.model.startswith("anthropic/") else f"anthropic/{cfg.model}",
+            "model": model if model.startswith("anthropic/") else f"anthropic/{model}",
             "provider": {"anthropic": {"options": {"baseURL": root,
                                                    "timeout": int(cfg.request_timeout_s * 1000)}}},
         }

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..types import TaskRequest, TrajectoryLog
-from .harness import CliAgent, CliAgentConfig, CliAgentError, CliTurn
+from .harness import CliAgent, CliAgentConfig, CliTurn
 
 MAX_RESULT_CHARS = 100_000
 SKILLS_REPO = "https://github.com/OpenHands/extensions"
@@ -60,13 +60,8 @@ class OpenHandsAgent(CliAgent):
         return super().find_cli(cfg)
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
-        if not cfg.model:
-            raise CliAgentError("openhands.no_model", "the openhands agent has no model: set [model] default "
-                                                      "(or [model.roles] agent) in .agentenv/config.toml, or "
-                                                      "pass --model")
-        prompt = request.text
-        if request.data:
-            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
+        self.model_name(cfg)  # no model name: one clear error before anything is written
+        prompt = self.prompt_text(request)
         if cfg.system_prompt and not session_id:  # OpenHands has no system-prompt flag: the first message says it
             prompt = f"{cfg.system_prompt}\n\n{prompt}"
         conversation = session_id or str(uuid.uuid4())  # OpenHands starts a conversation of an unknown id

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import TaskRequest, TrajectoryLog
-from .harness import CliAgent, CliAgentConfig, CliAgentError, CliTurn
+from .harness import CliAgent, CliAgentConfig, CliTurn
 
 PROVIDER = "agentenv"
 KEY_VARIABLE = "AGENTENV_PI_MODEL_KEY"  # models.json names this variable; the key itself stays in the env
@@ -37,15 +37,11 @@ class PiAgent(CliAgent):
     trajectory_format = "agentenv-pi/1"
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
-        if not cfg.model:
-            raise CliAgentError("pi.no_model", "the pi agent has no model: set [model] default (or [model.roles] "
-                                               "agent) in .agentenv/config.toml, or pass --model")
-        prompt = request.text
-        if request.data:
-            prompt = (prompt + "\n\n" if prompt else "") + json.dumps(request.data, ensure_ascii=False, default=str)
+        model = self.model_name(cfg)
+        prompt = self.prompt_text(request)
         if prompt.startswith(("-", "@")):  # pi would read it as a flag or a file to attach
             prompt = " " + prompt
-        argv = [executable, "-p", "--mode", "json", "--provider", PROVIDER, "--model", cfg.model,
+        argv = [executable, "-p", "--mode", "json", "--provider", PROVIDER, "--model", model,
                 "--session-dir", str(self.private_home() / "sessions"),
                 "--no-extensions"]  # nothing of a workspace's .pi/ folder runs as code in the agent
         if cfg.allowed_tools is not None:
