@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -42,6 +44,16 @@ def _write_typed(artifact_id: str, version: int | None, want: str, output_dir: P
     return doc, files, write_files_out(files, output_dir)
 
 
+def _get_options(output_help: str | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options every typed `get` takes: --id, --version (latest when absent) and --output-dir."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+                               help=output_help)(command)
+        command = click.option("--version", type=click.IntRange(min=1))(command)
+        return click.option("--id", "artifact_id", required=True)(command)
+    return decorate
+
+
 # --- cli ----------------------------------------------------------------------------------------------------
 
 @click.group("cli")
@@ -74,10 +86,7 @@ def cli_put(artifact_id, cli_dir, entrypoint, command_name, env_id, env_version,
 
 
 @cli_group.command("get")
-@click.option("--id", "artifact_id", required=True)
-@click.option("--version", type=click.IntRange(min=1))
-@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Write the CLI's tree here.")
+@_get_options("Write the CLI's tree here.")
 def cli_get(artifact_id, version, output_dir):
     """Write a cli artifact's files to --output-dir (the entrypoint keeps its executable bit)."""
     doc, files, root = _write_typed(artifact_id, version, "cli", output_dir)
@@ -118,9 +127,7 @@ def environment_put(filepath, artifact_id, description, environment_name):
 
 
 @environment_group.command("get")
-@click.option("--id", "artifact_id", required=True)
-@click.option("--version", type=click.IntRange(min=1))
-@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@_get_options(None)
 def environment_get(artifact_id, version, output_dir):
     """Write an environment artifact's file to --output-dir."""
     doc, files, root = _write_typed(artifact_id, version, "environment", output_dir)
@@ -168,10 +175,7 @@ def universe_put(artifact_id, environment_artifacts, metadata_entries, descripti
 
 
 @universe_group.command("get")
-@click.option("--id", "artifact_id", required=True)
-@click.option("--version", type=click.IntRange(min=1))
-@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Each environment's file goes to <environment_name>/, metadata to metadata/<key>/.")
+@_get_options("Each environment's file goes to <environment_name>/, metadata to metadata/<key>/.")
 def universe_get(artifact_id, version, output_dir):
     """Write a universe's files to --output-dir."""
     doc, files, root = _write_typed(artifact_id, version, "environment_universe", output_dir)
@@ -206,10 +210,7 @@ def skill_put(artifact_id, skill_dir):
 
 
 @skill_group.command("get")
-@click.option("--id", "artifact_id", required=True)
-@click.option("--version", type=click.IntRange(min=1))
-@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Write the skill's folder here.")
+@_get_options("Write the skill's folder here.")
 def skill_get(artifact_id, version, output_dir):
     """Write a skill's files (SKILL.md and the rest of its folder) to --output-dir."""
     doc, files, root = _write_typed(artifact_id, version, "skill", output_dir)
