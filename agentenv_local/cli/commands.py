@@ -50,6 +50,8 @@ env = LazyCommand("env", "agentenv_local.cli.env:env_group",
                   "Put, deploy and develop environments (MCP servers, multi envs).")
 gateway = LazyCommand("gateway", "agentenv_local.cli.gateway:gateway_group",
                       "Use a deployed env's gateway from stdio MCP clients.")
+export = LazyCommand("export", "agentenv_local.cli.export:export_group",
+                   "Export finished runs as episodes (JSONL or Parquet) for training.")
 agent = LazyCommand("agent", "agentenv_local.cli.agent:agent_group", "Store, list, deploy and validate A2A agents.")
 sandbox = LazyCommand("sandbox", "agentenv_local.cli.sandbox:sandbox_group",
                       "Set up Podman; list, exec into, read logs of and prune sandboxes.")

@@ -163,7 +163,9 @@ def run_eval(eval_id, version, k, concurrency, sandbox, agent_model, user_model,
         if not entries or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str) for t in entries):
             raise malformed(doc, "eval", "tasks")
         group = f"eval-{secrets.token_hex(4)}"
-        jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group, options=options)
+        labels = {"eval_id": eval_id, "eval_version": doc["version"]}
+        jobs = [Job(t["task_id"], t.get("task_version"), label=t["task_id"], group_id=group, options=options,
+                    labels=labels)
                 for t in entries for _ in range(k)]
         results = drive(s, jobs, concurrency=concurrency or int(s.config.get("runner.concurrency") or 4),
                         verbose_steps=False, to_stderr=as_json)

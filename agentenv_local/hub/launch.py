@@ -31,6 +31,7 @@ class Job:
     label: str = ""
     group_id: str | None = None
     options: RunOptions = field(default_factory=RunOptions)
+    labels: dict | None = None  # kept on the run record (the eval that started it)
 
 
 class Submitter(Protocol):
@@ -50,7 +51,7 @@ class SessionSubmitter:
 def submit(session: Any, job: Job, attach: bool = False) -> dict:
     """`runner.submit` on the hub: the queued run record."""
     return HubMethods(session).submit_run(job.task_id, job.version, job.seed, job.group_id, job.options,
-                                          attach=attach)
+                                          attach=attach, labels=job.labels)
 
 
 class Launcher:

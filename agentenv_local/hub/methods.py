@@ -34,11 +34,11 @@ class HubMethods:
     # -- runner.* -----------------------------------------------------------------------
     def submit_run(self, task_id: str, version: int | None = None, seed: dict | None = None,
                    group_id: str | None = None, options: RunOptions | None = None,
-                   attach: bool = False) -> Record:
+                   attach: bool = False, labels: dict | None = None) -> Record:
         """`runner.submit`: the queued run record. `attach`: the hub keeps the run going only while
-        this connection is open (a closed one interrupts it)."""
+        this connection is open (a closed one interrupts it). `labels` stay on the run (e.g. its eval)."""
         return self.session.call("runner.submit", task_id=task_id, version=version, seed=seed,
-                                 group_id=group_id, options=options, attach=attach)
+                                 group_id=group_id, options=options, attach=attach, labels=labels)
 
     def resume_run(self, run_id: str, attach: bool = False) -> Record:
         """`runner.resume`: the run record, going again from its journal."""

@@ -252,10 +252,13 @@ class Hub:
 
     def _op_submit(self, task_id: str, version: int | None = None, seed: dict | None = None,
                    group_id: str | None = None, options: RunOptions | dict | None = None,
-                   attach: bool = False, conn_id=None) -> dict:
-        """Start a run; `options` is a RunOptions (a dict of its fields over the socket)."""
+                   attach: bool = False, labels: dict | None = None, conn_id=None) -> dict:
+        """Start a run; `options` is a RunOptions (a dict of its fields over the socket); `labels` are kept on
+        the run record (e.g. the eval that started it)."""
         run_options = RunOptions.from_wire(options)
-        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, run_options))
+        run_labels = _checked_labels(labels)
+        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, run_options,
+                                                      labels=run_labels))
         if attach:
             self._op_attach([run["run_id"]], conn_id=conn_id)
         return run
@@ -414,3 +417,16 @@ async def _cancel_leftover_tasks() -> None:
         task.cancel()
     if leftovers:
         await asyncio.wait(leftovers, timeout=5)
+
+
+def _checked_labels(labels: Any) -> dict[str, Any]:
+    """A run's labels as a client sent them: a small flat object of names to plain values."""
+    from agentenv_local.errors import ValidationError
+
+    if labels is None:
+        return {}
+    if (not isinstance(labels, dict) or len(labels) > 32
+            or not all(isinstance(k, str) and len(k) <= 64 for k in labels)
+            or not all(v is None or isinstance(v, str | int | float | bool) for v in labels.values())):
+        raise ValidationError("run labels must be an object of at most 32 names (<= 64 characters) to plain values")
+    return dict(labels)
