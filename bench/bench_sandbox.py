@@ -8,7 +8,12 @@ Prints (p50 over --rounds unless said otherwise):
   `podman run --rm --network none BASE true` measured in the same run: target <= 1.2x;
 - a command round trip over the persistent channel (`true`), beside `podman exec CONTAINER true`:
   target <= 2 ms;
-- --parallel sandboxes started at once and torn down, with a leak check: the wall time.
+- --parallel sandboxes started at once and torn down, with a leak check: the wall time;
+- one-shot CLI commands (no long-lived hub), interleaved: `agentenv run hello --sandbox podman` beside
+  `--sandbox process`, target <= 1.3x; with `--before DIR` (a worktree of an older commit with its own
+  .venv) the same two of that build run interleaved with ours, so before and after share one run.
+  The first podman command of each build starts its Podman service and is not counted (a one-shot command
+  now reuses the service the one before left). `--one-shot-only` skips the provider measures above.
 Needs Podman (`scripts/setup-podman.sh`). Nothing here is asserted by the tests.
 """
 
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +38,7 @@ if str(ROOT) not in sys.path:
 from agentenv_local.sandbox_api import SandboxSpec  # noqa: E402
 from sandboxes.podman import PodmanSandboxProvider  # noqa: E402
 from sandboxes.podman.engine import podman_binary, podman_env  # noqa: E402
+from sandboxes.podman.service import stop_project_service  # noqa: E402
 
 SPEC = SandboxSpec(name="bench", memory_mb=512)
 
@@ -110,6 +118,7 @@ async def parallel(provider: PodmanSandboxProvider, count: int) -> tuple[float, 
     assert all(r.stdout == "ok\n" for r in results)
     await asyncio.gather(*(b.terminate() for b in boxes))
     elapsed = time.perf_counter() - started
+    await asyncio.to_thread(provider.wait_removals)  # terminate hands removal to detached processes
     leaks = len(await asyncio.to_thread(provider.containers))
     return elapsed, leaks
 
@@ -118,7 +127,73 @@ def row(name: str, target: str, value: str, verdict: str = "") -> None:
     print(f"{name:<64} {target:>10} {value:>12}  {verdict}")
 
 
+def _cli_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+
+
+def one_shot(agentenv: Path, project: Path, sandbox: str) -> float:
+    """Wall time of one `agentenv run hello --sandbox SANDBOX` in `project` (it becomes its own hub)."""
+    started = time.perf_counter()
+    proc = subprocess.run([str(agentenv), "run", "hello", "--sandbox", sandbox], cwd=project, env=_cli_env(),
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"`agentenv run hello --sandbox {sandbox}` failed in {project}:\n{proc.stdout}{proc.stderr}")
+    return elapsed
+
+
+def project_containers(project: Path) -> list[str]:
+    label = hashlib.sha256(str((project / ".agentenv").resolve()).encode()).hexdigest()[:12]
+    out = subprocess.run([podman_binary(), "ps", "-a", "--filter", f"label=agentenv.project={label}", "--format",
+                          "{{.Names}}"], capture_output=True, text=True, env=podman_env()).stdout
+    return out.split()
+
+
+def one_shot_commands(builds: dict[str, Path], rounds: int) -> None:
+    """`run hello` podman vs process per build, every command interleaved with the others'."""
+    root = Path(tempfile.mkdtemp(prefix="agentenv-bench-oneshot-"))
+    projects = {(build, sandbox): root / f"{build}-{sandbox}" for build in builds for sandbox in ("process", "podman")}
+    for folder in projects.values():
+        folder.mkdir()
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in projects}
+    try:
+        for (build, sandbox), folder in projects.items():  # warm-up, not counted: images, the first service
+            one_shot(builds[build], folder, sandbox)
+        for _ in range(rounds):
+            for (build, sandbox), folder in projects.items():
+                times[(build, sandbox)].append(one_shot(builds[build], folder, sandbox))
+        leaks = {}
+        deadline = time.monotonic() + 30
+        for (build, sandbox), folder in projects.items():  # removals run detached: give them a moment
+            while sandbox == "podman" and project_containers(folder) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            leaks[(build, sandbox)] = len(project_containers(folder)) if sandbox == "podman" else 0
+    finally:
+        for (_build, sandbox), folder in projects.items():
+            if sandbox == "podman":
+                stop_project_service(folder / ".agentenv")
+    print(f"\none-shot `agentenv run hello`, {rounds} interleaved rounds (p50 of each)")
+    for build in builds:
+        proc_p50 = statistics.median(times[(build, "process")])
+        pod_p50 = statistics.median(times[(build, "podman")])
+        ratio = pod_p50 / proc_p50
+        row(f"{build}: --sandbox process", "-", f"{ms(proc_p50):.0f} ms")
+        row(f"{build}: --sandbox podman (containers left after: {leaks[(build, 'podman')]})", "<= 1.3x",
+            f"{ms(pod_p50):.0f} ms", f"{ratio:.2f}x {'PASS' if ratio <= 1.3 else 'MISS'}")
+    if len(builds) > 1:
+        ours, *others = builds
+        for other in others:
+            gain = statistics.median(times[(other, "podman")]) / statistics.median(times[(ours, "podman")])
+            row(f"--sandbox podman, {other} / {ours}", "-", f"{gain:.2f}x")
+
+
 async def main_async(args) -> None:
+    builds = {"after": ROOT / ".venv" / "bin" / "agentenv"}
+    if args.before:
+        builds["before"] = Path(args.before).resolve() / ".venv" / "bin" / "agentenv"
+    if args.one_shot_only:
+        one_shot_commands(builds, args.one_shot_rounds)
+        return
     root = Path(tempfile.mkdtemp(prefix="agentenv-bench-sandbox-"))
     cold = PodmanSandboxProvider(root / "cold" / ".agentenv", {"pool_size": 0})
     pooled = PodmanSandboxProvider(root / "pooled" / ".agentenv", {"pool_size": 2})
@@ -137,7 +212,7 @@ async def main_async(args) -> None:
         ratio = cold_p50 / bare_run
         row("cold start, network none (create, start, exec agent ready)", "<= 1.2x", f"{cold_p50:.1f} ms",
             f"{ratio:.2f}x {'PASS' if ratio <= 1.2 else 'MISS'}")
-        row("terminate (force remove, init, stop timeout 1 s)", "-", f"{stop_p50:.1f} ms")
+        row("terminate (hands the removal to a detached `podman rm`)", "-", f"{stop_p50:.1f} ms")
         row("bare `podman exec CONTAINER true`", "-", f"{exec_p50:.1f} ms")
         row("command round trip over the persistent channel (`true`)", "<= 2 ms", f"{trip_p50:.2f} ms",
             f"{exec_p50 / trip_p50:.0f}x faster than podman exec; {'PASS' if trip_p50 <= 2 else 'MISS'}")
@@ -146,6 +221,10 @@ async def main_async(args) -> None:
     finally:
         await pooled.aclose()
         await cold.aclose()
+        for provider in (pooled, cold):
+            provider.wait_removals()
+            stop_project_service(provider.state_dir)
+    one_shot_commands(builds, args.one_shot_rounds)
 
 
 def main() -> None:
@@ -153,6 +232,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--round-trips", type=int, default=500)
     parser.add_argument("--parallel", type=int, default=20)
+    parser.add_argument("--one-shot-rounds", type=int, default=10)
+    parser.add_argument("--before", help="a worktree of an older commit, with its own .venv, to run beside ours")
+    parser.add_argument("--one-shot-only", action="store_true", help="only the one-shot CLI commands")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -42,6 +42,17 @@ def _tests_share_no_project(tmp_path_factory):
     assert left is None, f"a test left {left} above the temporary folders: it must make its project in tmp_path"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _podman_left_clean(tmp_path_factory):
+    """At the end of the session: stop the Podman services tests' one-shot commands left running (each exits
+    by itself after its idle time, but CI's machine is left clean now) and remove their containers."""
+    yield
+    if shutil.which("podman") is not None:
+        from kits.podman import clean_up_podman_under
+
+        clean_up_podman_under(tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(autouse=True)
 def _no_agentenv_settings(monkeypatch):
     for key in list(os.environ):

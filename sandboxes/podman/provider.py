@@ -20,6 +20,10 @@ image's own command; commands reach it over one kept-open `podman exec`.
 Containers carry the labels `agentenv.project` (this project), `agentenv.sandbox`, `agentenv.run` and
 `agentenv.owner` (the process that made it), and a `meta.json` beside the work folder says which run a
 sandbox from the warm pool went to; `prune()` uses both to find what a dead run left behind.
+
+Terminating a plain `vm` sandbox marks it `terminating` and hands the `podman rm` and the work folder's
+deletion to a detached process (its own session): the run's result does not wait ~0.2 s for the removal,
+and a one-shot command that exits right after still leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -55,6 +60,7 @@ from .channel import Channel, ChannelError, agent_argv, decode, encode
 from .engine import (
     configure,
     podman_binary,
+    podman_env,
     run_podman,
 )
 from .pool import WarmPool
@@ -273,7 +279,7 @@ class PodmanSandbox(Sandbox):
         return await asyncio.to_thread(self.provider.logs, self.sandbox_id, tail)
 
     async def terminate(self) -> None:
-        await self.provider.remove(self.sandbox_id)
+        await self.provider.remove(self.sandbox_id, wait=self.provider.removal_waits(self.spec))
 
     def to_record(self) -> dict[str, Any]:
         return {**super().to_record(), "status": self.meta.get("status", "running"), "container": self.container,
@@ -289,7 +295,10 @@ class PodmanSandboxProvider(SandboxProvider):
     pool_size (warm containers per image, default 2; 0 turns the pool off), pool_fill_after (how many
     sandboxes of an image are asked for before the pool warms more, default 2), read_only (default true),
     pids (default 512), channel ("auto" | "socket" | "exec"), userns ("auto": a user namespace under
-    rootful Podman; "host": none), userns_base (the first host uid of that namespace, default 1e9).
+    rootful Podman; "host": none), userns_base (the first host uid of that namespace, default 1e9),
+    service_idle_s (how long the project's Podman service stays up unused, default 120: see service.py),
+    remove_in_background (default true: a plain `vm` sandbox's container is removed by a detached process,
+    off the run's critical path).
     """
 
     name: ClassVar[str] = "podman"
@@ -308,6 +317,7 @@ class PodmanSandboxProvider(SandboxProvider):
         self._base_image: str | None = None
         self._known_images: set[str] = set()
         self._userns_failed: str | None = None  # why user namespaces do not work here, once found out
+        self._removers: dict[str, subprocess.Popen] = {}  # sandbox id -> the detached removal of its container
         self.on_progress: Callable[[str], None] | None = None
 
     # -- availability and setup -------------------------------------------------------------
@@ -622,7 +632,9 @@ class PodmanSandboxProvider(SandboxProvider):
         shutil.rmtree(self.root / sandbox_id, ignore_errors=True)
         return removed
 
-    async def remove(self, sandbox_id: str) -> bool:
+    async def remove(self, sandbox_id: str, *, wait: bool = True) -> bool:
+        """Remove a sandbox's container and work folder. `wait=False`: hand both to a detached process and
+        return at once (True: handed off); the removal finishes even if this process exits right after."""
         channel = self._channels.pop(sandbox_id, None)
         if channel is not None and channel.loop is asyncio.get_running_loop():
             await channel.close()
@@ -632,14 +644,53 @@ class PodmanSandboxProvider(SandboxProvider):
             meta["status"] = "terminating"
             with contextlib.suppress(OSError):
                 _write_json(meta_path, meta)
+        if not wait and meta is not None:
+            return await asyncio.to_thread(self._remove_detached, sandbox_id)
         return await asyncio.to_thread(self.remove_sync, sandbox_id)
+
+    def removal_waits(self, spec: SandboxSpec) -> bool:
+        """Does terminating a sandbox like this wait for its container to be gone? Plain `vm` sandboxes
+        (nothing published, nobody waits for a port to be free) are removed off the run's critical path;
+        the setting `remove_in_background = false` makes every removal wait."""
+        return (not self.config.get("remove_in_background", True) or spec.mode != "vm"
+                or bool(spec.exposed_ports) or spec.host_access)
+
+    def _remove_detached(self, sandbox_id: str) -> bool:
+        """`podman rm` the container, then delete its work folder, in a process of its own session: it
+        outlives this one, so a command that exits right after its run still leaves nothing behind."""
+        self._reap_removers()
+        folder = self.root / sandbox_id
+        script = '"$0" rm --force --time 0 --ignore "$1" >/dev/null 2>&1; rm -rf -- "$2"'
+        try:
+            self._removers[sandbox_id] = subprocess.Popen(
+                ["sh", "-c", script, podman_binary(self.config), sandbox_id, str(folder)], env=podman_env(self.config),
+                cwd=self.service.folder if self.service.folder.is_dir() else None, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:  # cannot spawn: remove it here and now
+            return self.remove_sync(sandbox_id)
+        return True
+
+    def _reap_removers(self) -> None:
+        for sandbox_id, proc in list(self._removers.items()):
+            if proc.poll() is not None:
+                del self._removers[sandbox_id]
+
+    def wait_removals(self, timeout: float = 60.0) -> int:
+        """Wait for this provider's background removals to finish (tests, benchmarks); how many there were."""
+        pending = list(self._removers.values())
+        deadline = time.monotonic() + timeout
+        for proc in pending:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        self._reap_removers()
+        return len(pending)
 
     async def terminate(self, sandbox_id: str) -> bool:
         if not isinstance(sandbox_id, str) or not sandbox_id.startswith("podman-") or "/" in sandbox_id:
             return False
-        live = self._load(sandbox_id) is not None
-        removed = await self.remove(sandbox_id)
-        return live and removed
+        live = self._load(sandbox_id)
+        removed = await self.remove(sandbox_id, wait=live is None or self.removal_waits(live.spec))
+        return live is not None and removed
 
     async def prune(self, run_is_dead: Callable[[str], bool], *, dry_run: bool = False) -> builtins.list[dict]:
         return await asyncio.to_thread(self.prune_sync, run_is_dead, dry_run=dry_run)
@@ -717,11 +768,12 @@ class PodmanSandboxProvider(SandboxProvider):
 
     # -- closing ------------------------------------------------------------------------------
     async def aclose(self) -> None:
-        """With the hub: empty the warm pool, close channels, stop the service we started."""
+        """With the hub: empty the warm pool, close channels. The Podman service is left running for the
+        next command (it exits by itself after `service_idle_s` unused), as are background removals."""
         await self.pool.aclose()
         for sandbox_id in list(self._channels):
             await self.forget_channel(sandbox_id)
-        await asyncio.to_thread(self.service.stop)
+        self.service.release()
 
 
 def _start_failure_hint(message: str) -> str:

@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+import time
+from pathlib import Path
 
 
 def project_containers(project: str) -> list[str]:
     out = subprocess.run(["podman", "ps", "-a", "--filter", f"label=agentenv.project={project}", "--format",
                           "{{.Names}}"], capture_output=True, text=True, env=_podman_env()).stdout
     return sorted(out.split())
+
+
+def containers_left(project: str, timeout: float = 60.0) -> list[str]:
+    """The project's containers once its background removals had `timeout` seconds to finish (a terminated
+    plain sandbox is removed by a detached process, after the command that ran it may have exited)."""
+    deadline = time.monotonic() + timeout
+    while (left := project_containers(project)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def clean_up_podman_under(folder: Path) -> int:
+    """Stop every project Podman service a test left under `folder` (one-shot commands leave theirs running
+    for the next command) and remove those projects' containers. How many services were stopped."""
+    from sandboxes.podman.service import stop_project_service
+
+    stopped = 0
+    for info in folder.rglob("service.json"):
+        if info.parent.name != "podman":
+            continue
+        state_dir = info.parent.parent
+        stopped += stop_project_service(state_dir)
+        project = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+        names = project_containers(project)
+        if names:
+            subprocess.run(["podman", "rm", "--force", "--time", "0", *names], capture_output=True, env=_podman_env())
+    return stopped
 
 
 def _podman_env():

@@ -23,6 +23,7 @@ def pytest_collection_modifyitems(config, items):
 def provider_factory(tmp_path, podman_base_image):
     """Make PodmanSandboxProviders on a fresh state dir; every container they made is removed after."""
     from sandboxes.podman import PodmanSandboxProvider
+    from sandboxes.podman.service import stop_project_service
 
     made = []
 
@@ -38,4 +39,6 @@ def provider_factory(tmp_path, podman_base_image):
                 provider.remove_sync(row["sandbox_id"])
         except Exception:
             pass
+        provider.wait_removals()
         asyncio.run(provider.aclose())
+        stop_project_service(provider.state_dir)  # aclose leaves it running for the next command

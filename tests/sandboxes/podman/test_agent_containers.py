@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from kits.hub import cli, runs_json, show_json, write_bundle
-from kits.podman import project_containers
+from kits.podman import containers_left
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,5 +40,5 @@ def test_a_scripted_agent_in_a_container_uses_the_env_through_the_gateway(tmp_pa
         assert agent["a2a_url"].startswith("http://127.0.0.1:")
     finally:
         project_id = hashlib.sha256(str((project / ".agentenv").resolve()).encode()).hexdigest()[:12]
-        assert project_containers(project_id) == []
+        assert containers_left(project_id) == []
         json.dumps({})

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from kits.hub import cli, show_json, write_bundle
-from kits.podman import project_containers
+from kits.podman import containers_left
 
 DOCKERFILE = """ARG BASE
 FROM ${BASE}
@@ -61,4 +61,4 @@ def test_a_task_container_is_built_run_and_checked(tmp_path, podman_base_image):
         assert "building 'build/Dockerfile' of artifact" in text and "FROM must name a local image" in text
     finally:
         project_id = hashlib.sha256(str((project / ".agentenv").resolve()).encode()).hexdigest()[:12]
-        assert project_containers(project_id) == []
+        assert containers_left(project_id) == []

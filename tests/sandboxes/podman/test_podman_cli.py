@@ -23,7 +23,9 @@ from kits.hub import (
     wait_until,
     write_bundle,
 )
-from kits.podman import project_containers
+from kits.podman import containers_left, project_containers
+
+from sandboxes.podman.service import stop_project_service
 
 
 @pytest.fixture
@@ -36,8 +38,7 @@ def project(tmp_path, podman_base_image):
     names = project_containers(project_id)
     if names:
         subprocess.run(["podman", "rm", "-f", *names], capture_output=True)
-    # A hub killed by a test leaves its Podman service running: stop it.
-    subprocess.run(["pkill", "-f", f"system service .*{state}"], capture_output=True)
+    stop_project_service(state)  # one-shot commands leave the project's Podman service running for the next
 
 
 def project_id(root: Path) -> str:
@@ -51,7 +52,8 @@ def sandboxes(root: Path) -> list[dict]:
 def test_run_hello_in_podman_and_leave_nothing(project):
     out = cli(project, "run", "hello", "--sandbox", "podman", check=True)
     assert "passed (hello: 1)" in out.stdout
-    assert project_containers(project_id(project)) == []  # the sandbox and the warm pool are gone
+    # the sandbox (removed by a detached process, after the command exited) and the warm pool are gone
+    assert containers_left(project_id(project)) == []
     assert sandboxes(project) == []
     run_id = json.loads(cli(project, "runs", "list", "--json", check=True).stdout)[0]["run_id"]
     assert show_json(project, run_id)["context"]["deployed_sandboxes"][0]["sandbox_type"] == "podman"

@@ -57,6 +57,9 @@ def test_lifecycle_commands_and_files(provider_factory):
         assert (await sandbox.exec(["no-such-program"])).exit_code == 127
         await sandbox.terminate()
         await sandbox.terminate()  # idempotent
+        with pytest.raises(NotFoundError):  # gone for the API at once; its container goes in the background
+            await provider.get(sandbox.sandbox_id)
+        assert provider.wait_removals() >= 1
         assert sandbox.sandbox_id not in project_containers(provider.project)
         assert not sandbox.folder.exists()
         with pytest.raises(NotFoundError):
@@ -249,6 +252,7 @@ def test_warm_pool_hands_out_started_containers(provider_factory):
         return image
 
     run(go())
+    provider.wait_removals()
     assert project_containers(provider.project) == []
 
 

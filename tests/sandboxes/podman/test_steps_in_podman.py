@@ -8,7 +8,7 @@ import hashlib
 import json
 
 from kits.hub import cli, show_json, write_bundle
-from kits.podman import project_containers
+from kits.podman import containers_left
 
 TESTS = '''import unittest
 from calc import add
@@ -60,4 +60,4 @@ def test_sandbox_steps_run_in_a_container(tmp_path, podman_base_image):
         assert out.returncode == 1  # the hungry verifier scored 0, so the run fails: as it should
     finally:
         project_id = hashlib.sha256(str((project / ".agentenv").resolve()).encode()).hexdigest()[:12]
-        assert project_containers(project_id) == []
+        assert containers_left(project_id) == []
