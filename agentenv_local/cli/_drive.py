@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from agentenv_local.hub.launch import Job, Launcher, SessionSubmitter
+from agentenv_local.hub.launch import HubGone, Job, RunWatcher, drive_jobs
 from agentenv_local.hub.methods import HubMethods
 
 from ._common import duration, score_text
@@ -61,81 +61,47 @@ def drive(session: Any, jobs: list[Job], concurrency: int = 4, verbose_steps: bo
 
     `to_stderr`: print the progress lines on stderr (for --json, whose stdout is only JSON).
     """
-    hub = HubMethods(session)
-    stream = session.subscribe()
-    launcher = Launcher(SessionSubmitter(session, attach=True), concurrency)
-    order: dict[str, int] = {}
-    labels: dict[str, str] = {}
-    finished: dict[str, dict] = {}
     progress = Progress(total_runs=len(jobs) + len(resume_run_ids or []), to_stderr=to_stderr)
-    single = progress.total_runs == 1
-
-    def start_waiting() -> None:
-        started = launcher.fill()
-        first = len(launcher.started) - len(started)
-        for index, run_id in enumerate(started, start=first):
-            order[run_id] = index
-            labels[run_id] = launcher.jobs[run_id].label or launcher.jobs[run_id].task_id
-            progress.steps_total += launcher.runs[run_id]["total_steps"]
-
+    watcher = _Display(session, progress, show_steps=progress.total_runs == 1 and verbose_steps)
     try:
-        for i, run_id in enumerate(resume_run_ids or []):
-            run = hub.resume_run(run_id, attach=True)
-            order[run["run_id"]] = len(jobs) + i
-            labels[run["run_id"]] = run.get("task_name") or run["task_id"]
-            launcher.adopt(run["run_id"])
-            progress.steps_total += run["total_steps"] - sum(
-                1 for s in (run.get("steps") or {}).values() if s.get("status") == "passed")
-        launcher.pending += jobs
-        start_waiting()
-        while launcher.in_flight:
-            event = stream.get(timeout=0.5)
-            if event is None:
-                progress.render()
-                _catch_missed(session, launcher.in_flight, finished)
-            elif event.get("kind") == "hub.gone":
-                raise click.ClickException("the hub stopped while runs were going; "
-                                           "see `agentenv runs list` and resume with `agentenv runs resume RUN`")
-            elif event.get("run_id") in launcher.in_flight:
-                _on_event(session, event, labels, progress, single and verbose_steps)
-                if event["kind"] == "run.finished":
-                    run_id = event["run_id"]
-                    finished[run_id] = session.store.runs.get(run_id)
-            done = [r for r in launcher.in_flight if r in finished]
-            launcher.finished(done)
-            for run_id in done:
-                progress.runs_done += 1
-                progress.line(_summary_line(labels[run_id], finished[run_id]))
-            start_waiting()
-            progress.render()
-    except KeyboardInterrupt:
-        progress.clear()
-        click.echo("Cancelling...", err=True)
-        for run_id in list(launcher.in_flight):
-            try:
-                hub.cancel_run(run_id)
-            except Exception:
-                pass
-        deadline = time.monotonic() + 10
-        while launcher.in_flight and time.monotonic() < deadline:
-            _catch_missed(session, launcher.in_flight, finished)
-            launcher.finished(list(finished))
-            time.sleep(0.05)
-        raise
+        return drive_jobs(session, jobs, concurrency, watcher, resume_run_ids or ())
+    except HubGone:
+        raise click.ClickException("the hub stopped while runs were going; "
+                                   "see `agentenv runs list` and resume with `agentenv runs resume RUN`") from None
     finally:
         progress.clear()
-        stream.close()
-    return [finished[r] for r in sorted(finished, key=lambda r: order[r])]
 
 
-def _catch_missed(session: Any, in_flight: set[str], finished: dict) -> None:
-    """Events are live-only; if one was missed, the run record still tells the truth."""
-    for run_id in list(in_flight):
-        if run_id in finished:
-            continue
-        run = session.store.runs.get(run_id)
-        if run["status"] in ("passed", "failed", "error", "cancelled", "interrupted"):
-            finished[run_id] = run
+class _Display(RunWatcher):
+    """The progress line and the per-run lines of `agentenv run` and its kin."""
+
+    def __init__(self, session: Any, progress: Progress, show_steps: bool):
+        self.session, self.progress, self.show_steps = session, progress, show_steps
+        self.labels: dict[str, str] = {}
+
+    def started(self, run_id: str, run: dict, job: Job | None) -> None:
+        if job is not None:
+            self.labels[run_id] = job.label or job.task_id
+            self.progress.steps_total += run["total_steps"]
+        else:  # resumed: what is left of it
+            self.labels[run_id] = run.get("task_name") or run["task_id"]
+            self.progress.steps_total += run["total_steps"] - sum(
+                1 for s in (run.get("steps") or {}).values() if s.get("status") == "passed")
+
+    def event(self, event: dict) -> None:
+        _on_event(self.session, event, self.labels, self.progress, self.show_steps)
+        self.progress.render()
+
+    def finished(self, run: dict) -> None:
+        self.progress.runs_done += 1
+        self.progress.line(_summary_line(self.labels[run["run_id"]], run))
+
+    def idle(self) -> None:
+        self.progress.render()
+
+    def cancelling(self) -> None:
+        self.progress.clear()
+        click.echo("Cancelling...", err=True)
 
 
 def _on_event(session: Any, event: dict, labels: dict, progress: Progress, show_steps: bool) -> None:

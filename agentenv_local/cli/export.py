@@ -26,7 +26,7 @@ def export_group():
               help="The file to write (replaced whole; written beside it first, so never half written).")
 def export_runs(task, eval_id, since, status, fmt, output):
     """One row per finished run: ids, task version, seed, status, score, criteria, OpenAI-style messages,
-    trajectory, model usage and timings (fields: docs/export.md)."""
+    trajectory, model usage and timings (fields: docs/training.md)."""
     from agentenv_local.episodes.export import episodes, parse_since, select_run_ids, write_episodes
 
     fmt = fmt or ("parquet" if output.suffix.lower() == ".parquet" else "jsonl")

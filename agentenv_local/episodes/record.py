@@ -1,6 +1,6 @@
 """A finished run as one episode record: the row `agentenv export runs` writes and the rollouts API yields.
 
-Fields (documented in docs/export.md, checked field by field by tests/agentenv_local/episodes):
+Fields (documented in docs/training.md, checked field by field by tests/agentenv_local/episodes):
 ids and versions, the seed, status and score (the reward), every verifier's per-criterion results, the
 prompted agents' conversations as OpenAI-style messages, their trajectories, model usage and timings.
 """

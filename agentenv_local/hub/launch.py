@@ -1,5 +1,6 @@
 """Starting runs through the hub, at most `concurrency` at once: what `agentenv run`, `task run`,
-`eval run` (cli/_drive.py) and the TUI's start screen share.
+`eval run` (cli/_drive.py), the TUI's start screen and the rollouts API share. `drive_jobs` runs a list of jobs
+to their end, telling a `RunWatcher` as they go.
 
     launcher = Launcher(SessionSubmitter(session), concurrency=4)
     launcher.launch([Job("@local/b/t", 1, options=RunOptions(sandbox="process"))])
@@ -9,6 +10,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -115,3 +117,106 @@ def _ends_run(event: dict) -> bool:
     kind = event.get("kind") or ""
     return kind in ("run.finished", "run.interrupted") or (
         kind.startswith("run.") and (event.get("body") or {}).get("status") in FINAL_STATUSES)
+
+
+class RunWatcher:
+    """What `drive_jobs` tells its caller as runs go; every hook is optional (override what you need)."""
+
+    def started(self, run_id: str, run: dict, job: Job | None) -> None:
+        """A run was submitted (job None: a resumed run)."""
+
+    def event(self, event: dict) -> None:
+        """A hub event of a run in flight."""
+
+    def finished(self, run: dict) -> None:
+        """A run ended; `run` is its final record."""
+
+    def idle(self) -> None:
+        """No event came for a while (a progress display redraws here)."""
+
+    def cancelling(self) -> None:
+        """Ctrl-C or `stop`: the runs in flight are being cancelled."""
+
+
+class HubGone(Exception):
+    """The hub stopped while runs were going."""
+
+
+def drive_jobs(session: Any, jobs: list[Job], concurrency: int = 4, watcher: RunWatcher | None = None,
+               resume_run_ids: Iterable[str] = (), stop: threading.Event | None = None) -> list[dict]:
+    """Run every job (and resume these runs), at most `concurrency` at once, and return the final run records
+    in job order (resumed runs last). Ctrl-C, or `stop` being set, cancels the runs in flight (their sandboxes
+    are torn down), waits up to 10 s for them to end, and raises KeyboardInterrupt."""
+    watcher = watcher or RunWatcher()
+    hub = HubMethods(session)
+    stream = session.subscribe()
+    launcher = Launcher(SessionSubmitter(session, attach=True), concurrency)
+    order: dict[str, int] = {}
+    finished: dict[str, dict] = {}
+
+    def start_waiting() -> None:
+        started = launcher.fill()
+        first = len(launcher.started) - len(started)
+        for index, run_id in enumerate(started, start=first):
+            order[run_id] = index
+            watcher.started(run_id, launcher.runs[run_id], launcher.jobs[run_id])
+
+    def settle() -> None:
+        done = [r for r in launcher.in_flight if r in finished]
+        launcher.finished(done)
+        for run_id in done:
+            watcher.finished(finished[run_id])
+
+    try:
+        for i, run_id in enumerate(resume_run_ids):
+            run = hub.resume_run(run_id, attach=True)
+            order[run["run_id"]] = len(jobs) + i
+            launcher.adopt(run["run_id"])
+            watcher.started(run["run_id"], run, None)
+        launcher.pending += jobs
+        start_waiting()
+        while launcher.in_flight:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt
+            event = stream.get(timeout=0.5)
+            if event is None:
+                watcher.idle()
+                _catch_missed(session, launcher.in_flight, finished)
+            elif event.get("kind") == "hub.gone":
+                raise HubGone("the hub stopped while runs were going")
+            elif event.get("run_id") in launcher.in_flight:
+                watcher.event(event)
+                if event["kind"] == "run.finished":
+                    finished[event["run_id"]] = session.store.runs.get(event["run_id"])
+            settle()
+            start_waiting()
+    except KeyboardInterrupt:
+        watcher.cancelling()
+        _cancel_in_flight(session, hub, launcher, finished)
+        raise
+    finally:
+        stream.close()
+    return [finished[r] for r in sorted(finished, key=lambda r: order[r])]
+
+
+def _cancel_in_flight(session: Any, hub: HubMethods, launcher: Launcher, finished: dict[str, dict]) -> None:
+    for run_id in list(launcher.in_flight):
+        try:
+            hub.cancel_run(run_id)
+        except Exception:  # already over, or the hub is going: the wait below tells
+            pass
+    deadline = time.monotonic() + 10
+    while launcher.in_flight and time.monotonic() < deadline:
+        _catch_missed(session, launcher.in_flight, finished)
+        launcher.finished(list(finished))
+        time.sleep(0.05)
+
+
+def _catch_missed(session: Any, in_flight: set[str], finished: dict) -> None:
+    """Events are live-only; if one was missed, the run record still tells the truth."""
+    for run_id in list(in_flight):
+        if run_id in finished:
+            continue
+        run = session.store.runs.get(run_id)
+        if run["status"] in FINAL_STATUSES:
+            finished[run_id] = run
