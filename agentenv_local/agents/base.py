@@ -44,6 +44,10 @@ class Agent:
     async def run(self, request: TaskRequest) -> Any:  # TaskResult | AsyncIterator[TaskProgress | TaskResult]
         raise NotImplementedError(f"{type(self).__name__} must implement `async def run(self, request)`")
 
+    async def shutdown(self) -> None:
+        """Called once when its server stops, after every task ended: release what the agent holds (servers it
+        started, temp folders). Nothing by default."""
+
     # --- more HTTP surface (optional) ----------------------------------------------------------------------
 
     def extra_routes(self) -> list[Any]:

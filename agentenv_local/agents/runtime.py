@@ -301,6 +301,10 @@ class AgentRuntime(ExtensionEndpoints):
             runner.cancel()
         if self._runners:
             await asyncio.gather(*self._runners, return_exceptions=True)
+        try:
+            await self.agent.shutdown()
+        except Exception:  # a broken cleanup must not stop the server's own shutdown
+            logger.exception("agent %r: shutdown failed", self.agent.name)
 
 
 def rpc_error(req_id: Any, code: int, message: str, *, field: str | None = None) -> dict[str, Any]:

@@ -31,16 +31,15 @@ import contextlib
 import json
 import os
 import re
-import secrets
-import threading
 import time
 from collections import OrderedDict
 from typing import Any, Literal, cast
 
-from pydantic import Field, SecretStr, field_serializer, field_validator
+from pydantic import Field, field_validator
 
 from .base import Agent
-from .types import AgentConfig, ErrorType, TaskRequest, TaskResult, Usage
+from .model_config import ModelEndpointConfig
+from .types import ErrorType, TaskRequest, TaskResult, Usage
 
 TRAJECTORY_FORMAT = "agentenv-tool-loop/1"
 MODEL_PARAMS = ("temperature", "max_tokens")  # the model_params a provider call takes
@@ -49,44 +48,11 @@ MAX_TOOL_RESULT_CHARS = 100_000
 _TOOL_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
 
 
-# --- the write-only api_key --------------------------------------------------------------------------------
-#
-# agent-config/v1 stores what a set validated, dumped as JSON, and a get dumps the same way: a plain "***"
-# would lose the key on the way in. So the key dumps as "***" plus an opaque handle that only this process can
-# turn back into the key (the handle says nothing about the key). Sending the handle back keeps the key.
-
-class _KeyVault:
-    def __init__(self) -> None:
-        self._by_handle: dict[str, str] = {}
-        self._by_key: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def handle(self, key: str) -> str:
-        with self._lock:
-            handle = self._by_key.get(key)
-            if handle is None:
-                handle = "***" + secrets.token_hex(8)
-                self._by_key[key] = handle
-                self._by_handle[handle] = key
-            return handle
-
-    def key(self, handle: str) -> str | None:
-        with self._lock:
-            return self._by_handle.get(handle)
-
-
-_VAULT = _KeyVault()
-
-
-class ToolLoopConfig(AgentConfig):
-    base_url: str | None = None
+class ToolLoopConfig(ModelEndpointConfig):  # base_url, the write-only api_key, max_retries, request_timeout_s
     api: Literal["openai", "anthropic"] = "openai"
-    api_key: SecretStr | None = None
     max_steps: int = Field(default=20, ge=1, le=1000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
-    max_retries: int = Field(default=3, ge=0, le=20)
-    request_timeout_s: float = Field(default=120.0, gt=0)
     max_turns: int | None = Field(default=None, ge=1, le=1000)
     model_params: dict[str, Any] | None = None
 
@@ -112,20 +78,6 @@ class ToolLoopConfig(AgentConfig):
     def call_params(self) -> dict[str, Any]:
         """temperature and max_tokens for each model call: model_params' win over the plain fields."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, **(self.model_params or {})}
-
-    @field_validator("api_key", mode="before")
-    @classmethod
-    def _unmask(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.startswith("***"):
-            key = _VAULT.key(value)
-            if key is None:
-                raise ValueError("a masked value this agent did not issue; send the key itself")
-            return key
-        return value
-
-    @field_serializer("api_key", when_used="json")
-    def _mask(self, value: SecretStr | None) -> str | None:
-        return None if value is None else _VAULT.handle(value.get_secret_value())
 
 
 # --- MCP tools ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ class ClaudeCodeAgent(CliAgent):
     cli_binary = "claude"
     install_hint = "run scripts/setup-agent-clis.sh, or `npm i -g @anthropic-ai/claude-code`, or set config command"
     trajectory_format = "agentenv-claude-code/1"
+    skills_folder = ".claude/skills"  # where the CLI reads skills (NAME/SKILL.md) in its HOME
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
         model = self.model_name(cfg)
@@ -57,7 +58,7 @@ class ClaudeCodeAgent(CliAgent):
         fd, path = tempfile.mkstemp(prefix="mcp-", suffix=".json", dir=self.private_home())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"mcpServers": servers}, f)
-        return path
+        return self.turn_file(path)
 
     def cli_env(self, cfg: CliAgentConfig, base_url: str, api_key: str | None) -> dict[str, str]:
         root = base_url.rstrip("/")

@@ -3,8 +3,8 @@ events become the turn's trajectory as they arrive.
 
 Codex reads its settings from ``$CODEX_HOME/config.toml``, which the agent writes before each turn into its
 private HOME: the run's ``[model]`` endpoint as a model provider spoken over the OpenAI Responses API
-(``{base_url}/responses``, streamed; the key comes from an environment variable the provider names, so it is
-never in the file), no update check or analytics, and the MCP servers registered over mcp-config/v1 (the env's
+(``{base_url}/responses``, streamed; the key, the model proxy's token, comes from an environment variable the
+provider names), no update check or analytics, and the MCP servers registered over mcp-config/v1 (the env's
 gateway URL with its role header) as streamable-HTTP servers. A context continues with
 ``codex exec resume THREAD``. Codex's own sandbox (Landlock/seccomp) and approvals are off: the agent works in its
 workspace, as the reference's does in its container.
@@ -33,6 +33,7 @@ class CodexAgent(CliAgent):
     cli_binary = "codex"
     install_hint = "run scripts/setup-agent-clis.sh, or `npm i -g @openai/codex`, or set config command"
     trajectory_format = "agentenv-codex/1"
+    skills_folder = ".agents/skills"  # where the CLI reads skills (NAME/SKILL.md) in its HOME
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
         model = self.model_name(cfg)
@@ -50,7 +51,7 @@ class CodexAgent(CliAgent):
     def _write_config(self, request: TaskRequest, cfg: CliAgentConfig) -> None:
         """config.toml for this turn (the MCP servers can change between turns), readable by this user only:
         a bound token in an MCP header stays off the command line."""
-        endpoint, key = self.endpoint(cfg)  # run() resolved it before: the same answer
+        endpoint, key, _ = self.model_route(cfg)  # run() resolved it before: the same proxy URL and token
         base_url = _responses_base(endpoint)
         lines = [f"model_provider = {_toml(PROVIDER)}", "check_for_update_on_startup = false"]
         if cfg.system_prompt:

@@ -2,12 +2,12 @@
 its events become the turn's trajectory as they arrive.
 
 The model endpoint is the run's ``[model]`` (deploy_agent sends base_url, api_key, model over agent-config/v1),
-spoken as the Gemini API (``GOOGLE_GEMINI_BASE_URL`` is the server root, the key is ``GEMINI_API_KEY``). The
-CLI's settings (API-key auth, no telemetry, no update checks, the MCP servers registered over mcp-config/v1 as
-``httpUrl`` with their headers) are written to ``settings.json`` in the agent's private HOME before each turn.
-A context continues with ``--resume SESSION``. ``--yolo`` approves the tools; ``--skip-trust`` lets it work in a
-folder it has not been told to trust. Gemini CLI refuses a shell command holding ``$(`` (``$((6 * 7))`` included)
-as command substitution.
+spoken as the Gemini API (``GOOGLE_GEMINI_BASE_URL`` is the server root, the model proxy's token is
+``GEMINI_API_KEY``). The CLI's settings (API-key auth, no telemetry, no update checks, the MCP servers
+registered over mcp-config/v1 as ``httpUrl`` with their headers) are written to ``settings.json`` in the agent's
+private HOME before each turn. A context continues with ``--resume SESSION``. ``--yolo`` approves the tools;
+``--skip-trust`` lets it work in a folder it has not been told to trust. Gemini CLI refuses a shell command
+holding ``$(`` (``$((6 * 7))`` included) as command substitution.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class GeminiAgent(CliAgent):
     cli_binary = "gemini"
     install_hint = "run scripts/setup-agent-clis.sh, or `npm i -g @google/gemini-cli`, or set config command"
     trajectory_format = "agentenv-gemini/1"
+    skills_folder = ".gemini/skills"  # where the CLI reads skills (NAME/SKILL.md) in its HOME
     _servers: tuple[str, ...] = ()  # the MCP servers of the latest turn: an MCP tool's name starts with one
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:

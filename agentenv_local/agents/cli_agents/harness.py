@@ -1,6 +1,8 @@
 """What every coding-CLI agent shares: its config (the model endpoint, the key write-only), finding the CLI,
 running one turn of it in its own process group while its JSON-lines event stream is read as it arrives,
-the A2A context -> CLI session map, and cancel/timeout (the whole process group is stopped).
+the A2A context -> CLI session map, and cancel/timeout (the whole process group is stopped). The CLI never gets
+the `[model]` key: it calls the agent's model proxy (model_proxy.py) with a per-agent token, and the proxy adds the
+key. ``shutdown`` (the A2A server's stop) ends the proxy and removes the private HOME and workspace.
 
 A CLI harness subclasses ``CliAgent`` and says how to start a turn (``argv``, ``cli_env``) and what each event
 of the stream means (``on_event``, which appends trajectory events and fills the turn's ``CliTurn``).
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import shutil
@@ -20,19 +23,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
-from pydantic import Field, SecretStr, field_serializer, field_validator
+from pydantic import Field
 
 from agentenv_local.procs import kill_group
 
 from ..base import Agent
-from ..tool_loop import _VAULT  # the same write-only key handles as tool-loop's api_key (one vault per process)
-from ..types import AgentConfig, TaskRequest, TaskResult, TrajectoryLog, Usage
+from ..model_config import ModelEndpointConfig
+from ..types import TaskRequest, TaskResult, TrajectoryLog, Usage
+from .model_proxy import ModelProxy
 
 MAX_CONTEXTS = 1024
 STREAM_LINE_LIMIT = 16 * 1024 * 1024  # one stream-json event can carry a large tool result
 STDERR_TAIL_CHARS = 2000
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # the checkout that scripts/setup-agent-clis.sh fills
 CLI_CACHE = PROJECT_ROOT / ".cache" / "agent-clis"
+_TURN_FILES: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("cli_turn_files", default=None)
+_TURN_SECRETS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("cli_turn_secrets", default=())
 MODEL_SETTING_HINT = ("set [model] base_url and [model] default (or [model.roles] agent) in .agentenv/config.toml, "
                       "or pass --model; see docs/models.md")
 
@@ -45,33 +51,15 @@ class CliAgentError(Exception):
         self.code, self.message, self.error_type = code, message, error_type
 
 
-class CliAgentConfig(AgentConfig):
+class CliAgentConfig(ModelEndpointConfig):
     """agent-config/v1 of a CLI agent. deploy_agent sends the run's [model] endpoint as base_url, api, api_key,
-    max_retries and request_timeout_s (as it does for tool-loop)."""
+    max_retries and request_timeout_s (as it does for tool-loop; the key is write-only: model_config.py)."""
 
-    base_url: str | None = None
     api: Literal["openai", "anthropic"] = "anthropic"
-    api_key: SecretStr | None = None
-    max_retries: int = Field(default=3, ge=0, le=20)
-    request_timeout_s: float = Field(default=120.0, gt=0)
     command: str | None = None  # the CLI's executable, when neither the setup cache nor PATH has it
     workspace: str | None = None  # the folder the CLI works in (default: a private folder per agent)
     allowed_tools: list[str] | None = None  # None: the harness's default tool set (plus every MCP server's)
     env_vars: dict[str, str] = Field(default_factory=dict)  # more variables for the CLI (not secrets: shown)
-
-    @field_validator("api_key", mode="before")
-    @classmethod
-    def _unmask(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.startswith("***"):
-            key = _VAULT.key(value)
-            if key is None:
-                raise ValueError("a masked value this agent did not issue; send the key itself")
-            return key
-        return value
-
-    @field_serializer("api_key", when_used="json")
-    def _mask(self, value: SecretStr | None) -> str | None:
-        return None if value is None else _VAULT.handle(value.get_secret_value())
 
 
 @dataclass
@@ -96,12 +84,15 @@ class CliAgent(Agent):
     cli_binary: ClassVar[str] = ""
     install_hint: ClassVar[str] = "run scripts/setup-agent-clis.sh"
     trajectory_format: ClassVar[str] = "agentenv-cli-agent/1"
+    #: where the CLI finds skills, under its private HOME: skill-config's skills land in NAME/SKILL.md there
+    skills_folder: ClassVar[str] = ""
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
         self._sessions: OrderedDict[str, str] = OrderedDict()
         self._home: Path | None = None
         self._workspace: Path | None = None
+        self._proxy = ModelProxy()  # the CLI reaches the model through it: the real key stays in this process
 
     # --- what a harness says --------------------------------------------------------------------------------
 
@@ -143,6 +134,38 @@ class CliAgent(Agent):
                 os.environ.get("LITELLM_API_KEY") or None
         raise CliAgentError(f"{self.name}.no_model", f"the {self.name} agent has no model endpoint: "
                                                     + MODEL_SETTING_HINT)
+
+    def model_route(self, cfg: CliAgentConfig) -> tuple[str, str, str | None]:
+        """(the URL the CLI calls, the token it sends, the real key): the model proxy's route to `endpoint`."""
+        base_url, key = self.endpoint(cfg)
+        try:
+            url, token = self._proxy.route(base_url, key, self.model_headers(cfg))
+        except ValueError as exc:
+            raise CliAgentError(f"{self.name}.bad_model_url", f"{exc}; " + MODEL_SETTING_HINT) from None
+        return url, token, key
+
+    def model_headers(self, cfg: CliAgentConfig) -> dict[str, str]:
+        """[model.headers] for the env's endpoint (LITELLM_EXTRA_HEADERS, a JSON object, as the reference hands
+        them); none for an endpoint of agent-config."""
+        raw = os.environ.get("LITELLM_EXTRA_HEADERS") if not cfg.base_url else None
+        if not raw:
+            return {}
+        try:
+            headers = json.loads(raw)
+        except ValueError:
+            headers = None
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            raise CliAgentError(f"{self.name}.bad_model_headers",
+                                "LITELLM_EXTRA_HEADERS is not a JSON object of string values")
+        return {str(k): v for k, v in headers.items()}
+
+    async def shutdown(self) -> None:
+        """The agent stops: its model proxy ends and the HOME and workspace it made are removed."""
+        self._proxy.close()
+        for folder in (self._home, self._workspace):  # a workspace of the config's is the user's: kept
+            if folder is not None:
+                await asyncio.to_thread(shutil.rmtree, folder, True)
+        self._home = self._workspace = None
 
     def model_name(self, cfg: CliAgentConfig) -> str:
         """The model's name, or one clear error naming the setting."""
@@ -189,13 +212,17 @@ class CliAgent(Agent):
         log.set_format(self.trajectory_format)
         session_id = self._sessions.get(request.context_id)
         log.append({"type": "turn", "input": request.text, "data": request.data, "resume_session": session_id})
-        key: str | None = None
+        secrets: list[str] = []  # the key and the proxy's token: masked in anything said
         try:
-            base_url, key = self.endpoint(cfg)
+            _, key = self.endpoint(cfg)  # no endpoint, or no CLI: said before the proxy starts
+            secrets = [key] if key else []
             executable = self.find_cli(cfg)
-            turn = await self._run_cli(executable, request, cfg, session_id, base_url, key)
+            proxy_url, token, key = self.model_route(cfg)
+            secrets = [token, *secrets]
+            _TURN_SECRETS.set(tuple(secrets))  # this task's own value: _run_cli masks the CLI's stderr with them
+            turn = await self._run_cli(executable, request, cfg, session_id, proxy_url, token)
         except CliAgentError as exc:
-            message = mask_known_secrets(exc.message, [key] if key else [])
+            message = mask_known_secrets(exc.message, secrets)
             log.append({"type": "fail", "code": exc.code, "message": message, "error_type": exc.error_type})
             return TaskResult.failure(exc.code, message, error_type=exc.error_type)
         if turn.session_id:
@@ -208,14 +235,56 @@ class CliAgent(Agent):
                       cost_usd=turn.usage.get("cost_usd"),
                       provider_details={"cli": self.name, "model": cfg.model, "session_id": turn.session_id})
         if turn.is_error or turn.final_text is None:
-            message = mask_known_secrets(turn.error_text or f"the {self.name} CLI gave no final answer", [key or ""])
+            message = mask_known_secrets(turn.error_text or f"the {self.name} CLI gave no final answer", secrets)
             log.append({"type": "fail", "code": f"{self.name}.failed", "message": message,
                         "error_type": "agent_error"})
             return TaskResult.builder().failed(f"{self.name}.failed", message).usage(usage).build()
         return TaskResult.builder().succeeded().add_text(turn.final_text).usage(usage).build()
 
+    def install_skills(self, request: TaskRequest) -> None:
+        """The skills registered over skill-config/v1, each as `skills_folder`/NAME/SKILL.md in the private HOME
+        (front matter added when the text has none: the CLIs read name and description from it). The HOME is
+        this agent's own folder, and the CLI runs as the same user: no link there reaches further than the CLI
+        itself could; the file itself is still never written through a link."""
+        if not self.skills_folder or not request.skills:
+            return
+        for skill in request.skills:
+            name, text = str(skill["name"]), str(skill.get("skill_md") or "")
+            if not text.lstrip().startswith("---"):
+                text = (f"---\nname: {name}\ndescription: {json.dumps(str(skill.get('description') or name))}\n"
+                        f"---\n\n{text}")
+            folder = self.private_home() / self.skills_folder / name  # a name is [A-Za-z0-9._-] (skill-config)
+            try:
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                path = folder / "SKILL.md"
+                path.unlink(missing_ok=True)  # a link there goes, the file is made new
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+            except OSError as exc:
+                raise CliAgentError(f"{self.name}.skill_not_written",
+                                    f"could not write skill {name!r} for the {self.name} CLI: {exc}",
+                                    "infra_error") from None
+
     async def _run_cli(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None,
                        base_url: str, key: str | None) -> CliTurn:
+        self.install_skills(request)
+        _TURN_FILES.set([])  # this task's own list: the turn's files go when it ends (or is cancelled)
+        try:
+            return await self._run_cli_process(executable, request, cfg, session_id, base_url, key)
+        finally:
+            for path in _TURN_FILES.get() or []:
+                path.unlink(missing_ok=True)
+
+    def turn_file(self, path: str | Path) -> str:
+        """Mark a file made for this turn only (an MCP config, instructions): removed when the turn ends."""
+        files = _TURN_FILES.get()
+        if files is not None:
+            files.append(Path(path))
+        return str(path)
+
+    async def _run_cli_process(self, executable: str, request: TaskRequest, cfg: CliAgentConfig,
+                               session_id: str | None, base_url: str, key: str | None) -> CliTurn:
         from agentenv_local.config.masking import mask_known_secrets
 
         env = {**self.base_env(self.private_home()), **cfg.env_vars, **self.cli_env(cfg, base_url, key)}
@@ -250,7 +319,7 @@ class CliAgent(Agent):
             raise
         kill_group(proc.pid)  # what the CLI left running in its group (a shell's background child)
         if code != 0 and turn.final_text is None:
-            tail = mask_known_secrets(stderr.strip()[-STDERR_TAIL_CHARS:], [key or ""])
+            tail = mask_known_secrets(stderr.strip()[-STDERR_TAIL_CHARS:], [key or "", *_TURN_SECRETS.get()])
             log.append({"type": "cli_exit", "exit_code": code, "stderr": tail})
             turn.is_error = True
             turn.error_text = turn.error_text or f"the {self.name} CLI exited with {code}: " + (

@@ -3,7 +3,7 @@ events become the turn's trajectory as they arrive.
 
 The model endpoint is the run's ``[model]`` (deploy_agent sends base_url, api_key, model over agent-config/v1),
 spoken by opencode's built-in ``anthropic`` provider (Messages API, streamed) with ``options.baseURL`` pointed
-at it; the key goes in ``ANTHROPIC_API_KEY`` of the CLI's own environment only. The whole config is handed in
+at it (the agent's model proxy and its token, never the key: harness.py). The whole config is handed in
 ``OPENCODE_CONFIG_CONTENT`` (no file of the user's is read or written), with every network feature of its own
 turned off (updates, the models.dev catalogue, sharing, LSP downloads, default plugins). The MCP servers
 registered over mcp-config/v1 become ``remote`` MCP servers (their tools are named ``<server>_<tool>``). A
@@ -36,6 +36,7 @@ class OpencodeAgent(CliAgent):
     cli_binary = "opencode"
     install_hint = "run scripts/setup-agent-clis.sh, or `npm i -g opencode-ai`, or set config command"
     trajectory_format = "agentenv-opencode/1"
+    skills_folder = ".config/opencode/skills"  # where the CLI reads skills (NAME/SKILL.md) in its HOME
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
         prompt = self.prompt_text(request)
@@ -88,7 +89,7 @@ class OpencodeAgent(CliAgent):
         fd, path = tempfile.mkstemp(prefix="instructions-", suffix=".md", dir=self.private_home())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        return path
+        return self.turn_file(path)
 
     def on_event(self, event: dict[str, Any], turn: CliTurn, log: TrajectoryLog) -> None:
         kind = event.get("type")

@@ -45,6 +45,7 @@ class OpenHandsAgent(CliAgent):
     cli_binary = "openhands"
     install_hint = "run scripts/setup-agent-clis.sh, or `uv tool install openhands`, or set config command"
     trajectory_format = "agentenv-openhands/1"
+    skills_folder = ".openhands/skills"  # where the CLI reads skills (NAME/SKILL.md) in its HOME
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)

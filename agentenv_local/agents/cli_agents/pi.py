@@ -4,7 +4,7 @@ become the turn's trajectory as they arrive.
 The model endpoint is the run's ``[model]`` (deploy_agent sends base_url, api_key, model over agent-config/v1),
 declared to pi as one custom provider in ``models.json`` in the agent's private HOME: ``api = "openai"`` is spoken
 as Chat Completions (base_url as given, e.g. ``.../v1``), ``api = "anthropic"`` as the Messages API (the server
-root). The file names only the environment variable that holds the key, so the key is never written to disk.
+root). The file names only the environment variable that holds the key (the model proxy's token: harness.py).
 pi has no built-in MCP client (MCP is left to its extensions, which this agent turns off), so an env's MCP servers
 are not offered to it: its tools are pi's own (read, bash, edit, write). A context continues with ``--session ID``.
 """
@@ -35,6 +35,7 @@ class PiAgent(CliAgent):
     install_hint = ("run scripts/setup-agent-clis.sh, or `npm i -g @mariozechner/pi-coding-agent`, "
                     "or set config command")
     trajectory_format = "agentenv-pi/1"
+    skills_folder = ".pi/agent/skills"  # where the CLI reads skills (NAME/SKILL.md) in its HOME
 
     def argv(self, executable: str, request: TaskRequest, cfg: CliAgentConfig, session_id: str | None) -> list[str]:
         model = self.model_name(cfg)
