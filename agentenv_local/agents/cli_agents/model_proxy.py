@@ -14,6 +14,7 @@ but it never sees the key: the key is in no environment, argument or file of the
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import secrets
@@ -78,11 +79,19 @@ class ModelProxy:
         sock = bind_socket("127.0.0.1", 0)  # bound now: a CLI that connects before uvicorn runs waits in the backlog
         sock.listen(128)
         self._port = sock.getsockname()[1]
-        app = guarded(_ProxyApp(self._routes), ["127.0.0.1"])
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                                     timeout_graceful_shutdown=2))
-        server = self._server
-        self._thread = threading.Thread(target=lambda: server.run(sockets=[sock]), name="agentenv-model-proxy",
+        proxy_app = _ProxyApp(self._routes)
+        self._server = server = uvicorn.Server(uvicorn.Config(guarded(proxy_app, ["127.0.0.1"]), log_level="warning",
+                                                              lifespan="off", access_log=False,
+                                                              timeout_graceful_shutdown=2))
+
+        async def serve() -> None:
+            try:
+                await server.serve(sockets=[sock])
+            finally:  # the upstream connections and the listening socket go with the server
+                await proxy_app.aclose()
+                sock.close()
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(serve()), name="agentenv-model-proxy",
                                         daemon=True)
         self._thread.start()
 
@@ -121,6 +130,11 @@ class _ProxyApp:
     def __init__(self, routes: dict[str, Upstream]) -> None:
         self.routes = routes
         self._client: Any = None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     def _find(self, token: str | None) -> Upstream | None:
         if not token:
