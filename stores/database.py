@@ -21,10 +21,12 @@ from .events import EventLog
 from .migrations import TABLES, apply_migrations
 from .objects import ObjectStore
 from .runs import RunStore
+from .writer import StoreWriter
 
 
 class DuckDBStore:
-    """The registry's storage: documents, records, runs + journal, events, objects."""
+    """The registry's storage: documents, records, runs + journal, events, objects; `writer` runs
+    writes on a thread of their own (stores/writer.py)."""
 
     def __init__(self, db_path: Path, objects_root: Path, flush_interval: float = 0.2):
         self.db_path = Path(db_path)
@@ -53,6 +55,8 @@ class DuckDBStore:
             self._raw.close()
             raise
         self.objects = ObjectStore(self._con, self._lock, objects_root)
+        # The runner's run updates and journal appends, off the hub's event loop and batched.
+        self.writer = StoreWriter(self._con, self._lock)
         self._closed = False
 
     @property
@@ -73,6 +77,7 @@ class DuckDBStore:
             return
         self._closed = True
         failure = None
+        self.writer.close()  # what is queued is written first
         try:
             self.events.close()
         except StoreError as exc:

@@ -257,8 +257,10 @@ class Hub:
         the run record (e.g. the eval that started it)."""
         run_options = RunOptions.from_wire(options)
         run_labels = _checked_labels(labels)
-        run = self.on_loop(lambda: self.runner.submit(task_id, version, seed, group_id, run_options,
-                                                      labels=run_labels))
+        # The checks and the store writes of a new run here, on the client's thread; only scheduling it
+        # takes the loop (which runs every other episode meanwhile).
+        active, run = self.runner.prepare(task_id, version, seed, group_id, run_options, labels=run_labels)
+        self.on_loop(lambda: self.runner.start(active))
         if attach:
             self._op_attach([run["run_id"]], conn_id=conn_id)
         return run

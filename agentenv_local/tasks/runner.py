@@ -1,8 +1,11 @@
 """The task runner: runs ready steps concurrently, journals each outcome, tears down what the run
 deployed, and resumes an interrupted run from its journal.
 
-It lives in the hub and runs on the hub's asyncio loop. Run states: queued -> running -> passed |
-failed (a verifier scored below 1) | error (a step failed the task) | cancelled | interrupted.
+It lives in the hub and runs on the hub's asyncio loop; its run updates and journal appends go to the store's
+writer thread (stores/writer.py) and are awaited, so the loop keeps serving other episodes while DuckDB
+writes, and a step is reported finished only once its journal entry is committed. Run states:
+queued -> running -> passed | failed (a verifier scored below 1) | error (a step failed the task) | cancelled |
+interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import secrets
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from agentenv_local.errors import AgentenvError, NotFoundError, StoreError, ValidationError
 
@@ -91,6 +94,15 @@ class Runner:
                group_id: str | None = None, options: RunOptions | None = None,
                labels: dict | None = None) -> dict:
         """Create a queued run and schedule it; returns the run record. Call on the loop thread."""
+        active, run = self.prepare(task_id, version, seed, group_id, options, labels)
+        self._start(active)
+        return run
+
+    def prepare(self, task_id: str, version: int | None = None, seed: dict | None = None,
+                group_id: str | None = None, options: RunOptions | None = None,
+                labels: dict | None = None) -> tuple[ActiveRun, dict]:
+        """Check the task and record the queued run (store calls only: any thread may do it, which keeps
+        them off the loop); `start` it on the loop thread next."""
         options = options or RunOptions()
         keep, overrides = options.keep, options.overrides()
         task = self.load_task(task_id, version, seed)
@@ -118,8 +130,11 @@ class Runner:
         active = ActiveRun(run_id, task, state, options=options)
         if options.start_step:
             run = self._skip_to(active, options.start_step)
+        return active, run
+
+    def start(self, active: ActiveRun) -> None:
+        """Schedule a run `prepare` recorded. Call on the loop thread."""
         self._start(active)
-        return run
 
     def _skip_to(self, active: ActiveRun, start_step: int) -> dict:
         """--start-step: the steps before it count as done (the reference's completed steps), journaled as
@@ -205,6 +220,14 @@ class Runner:
         return self.store.runs.get(run_id)
 
     # -- running ----------------------------------------------------------------------
+    async def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)` on the store's writer thread, awaited (committed when this returns); run
+        here on the loop with a store that has no writer. A cancelled caller still lets the write land."""
+        writer = getattr(self.store, "writer", None)
+        if writer is None:
+            return fn(*args, **kwargs)
+        return await asyncio.shield(asyncio.wrap_future(writer.submit(fn, *args, **kwargs)))
+
     async def _guarded(self, active: ActiveRun) -> None:
         try:
             async with self._run_slots:
@@ -229,7 +252,7 @@ class Runner:
         run_id, task = active.run_id, active.task
         started = time.time()
         self.services.refresh_secrets()
-        self.store.runs.update(run_id, {"status": "running", "started_at": started})
+        await self._write(self.store.runs.update, run_id, {"status": "running", "started_at": started})
         self.store.events.append("run.started", {"total_steps": len(task.steps), "generation": active.generation},
                                  run_id=run_id)
         retries: dict[str, int] = {}
@@ -302,7 +325,7 @@ class Runner:
         async with slots:
             ctx = StepContext(self.services, run_id, step, active.state, active.cancelled, active.options)
             began = time.time()
-            self._step_status(run_id, step.id, "running", started_at=began)
+            await self._write(self._step_status, run_id, step.id, "running", started_at=began)
             self.store.events.append("step.started", {"type": step.type, "index": _index(active.task, step.id)},
                                      run_id=run_id, step_id=step.id)
             active.executed.append(step.id)
@@ -326,18 +349,24 @@ class Runner:
             self.services.mask(active.state)
             if error is not None and not step.fail_task_on_error:
                 active.state["metadata"].setdefault("failed_steps", []).append({"step_id": step.id, "error": error})
-            # Journal the whole state after the step: enough to resume from here after a crash.
-            self.store.runs.journal_append(run_id, step.id, status, {
-                "state": copy.deepcopy(active.state), "error": error, "duration_s": took,
-            }, active.generation)
+            # Journal the whole state after the step: enough to resume from here after a crash. The entry
+            # and the step's status are one write, committed before the step counts as finished.
+            journal = {"state": copy.deepcopy(active.state), "error": error, "duration_s": took}
             shown = "passed" if error is None else ("failed" if step.fail_task_on_error else "failed (tolerated)")
-            self._step_status(run_id, step.id, shown, finished_at=time.time(), duration_s=round(took, 4), error=error)
+            await self._write(self._record_step_end, run_id, step.id, status, journal, active.generation, shown,
+                              finished_at=time.time(), duration_s=round(took, 4), error=error)
             self.store.events.append("step.finished", {"status": shown, "duration_s": took, "error": error,
                                                        "traceback": detail, "type": step.type},
                                      run_id=run_id, step_id=step.id)
             return error is None, error
 
+    def _record_step_end(self, run_id: str, step_id: str, status: str, journal: dict, generation: int, shown: str,
+                         **fields: Any) -> None:
+        self.store.runs.journal_append(run_id, step_id, status, journal, generation)
+        self._step_status(run_id, step_id, shown, **fields)
+
     def _step_status(self, run_id: str, step_id: str, status: str, **fields: Any) -> None:
+        """Set one step's status in the run record (a read-modify-write: run it through `_write`)."""
         run = self.store.runs.get(run_id)
         steps = run.get("steps") or {}
         steps[step_id] = {**steps.get(step_id, {}), "status": status, **fields}
@@ -371,9 +400,10 @@ class Runner:
                 active.executed.remove(step_id)
         for step_id in span:
             active.done.pop(step_id, None)
-            self._step_status(active.run_id, step_id, "retrying" if step_id == failed_step else "waiting")
+            await self._write(self._step_status, active.run_id, step_id,
+                              "retrying" if step_id == failed_step else "waiting")
         active.generation += 1
-        self.store.runs.update(active.run_id, {"generation": active.generation})
+        await self._write(self.store.runs.update, active.run_id, {"generation": active.generation})
         self.store.events.append("step.retry", {"anchor": anchor, "attempt": attempt}, run_id=active.run_id,
                                  step_id=failed_step)
 
@@ -394,7 +424,15 @@ class Runner:
         if torn_down:
             for step_id in reversed(active.executed):
                 await self._teardown_step(active, step_id)
-        run = self.store.runs.get(active.run_id)
+        # the state as it ends (nothing changes it after this: the run is over)
+        await self._write(self._record_finish, active.run_id, status, error, score, torn_down, active.state)
+        self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
+                                 run_id=active.run_id)
+
+
+    def _record_finish(self, run_id: str, status: str, error: str | None, score: float | None, torn_down: bool,
+                       state: dict) -> None:
+        run = self.store.runs.get(run_id)
         finished = time.time()
         steps = run.get("steps") or {}
         for info in steps.values():
@@ -403,15 +441,13 @@ class Runner:
                     info["status"] = "interrupted"
             elif info.get("status") in ("waiting", "running", "retrying"):
                 info["status"] = "skipped"
-        self.store.runs.update(active.run_id, {
+        self.store.runs.update(run_id, {
             "status": status, "finished_at": finished, "score": score, "error": error, "steps": steps,
             "current_step": None, "duration_s": round(finished - (run.get("started_at") or finished), 4),
             "torn_down": torn_down,
-            "verifications": active.state["metadata"].get("verifications", {}),
-            "context": active.state,
+            "verifications": state["metadata"].get("verifications", {}),
+            "context": state,
         })
-        self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
-                                 run_id=active.run_id)
 
 
 def starting_state(context: Any, seed: dict | None, task: Task, start_step: int) -> dict:

@@ -1,0 +1,62 @@
+"""The store's writer thread (stores/writer.py): writes in submission order, many per transaction, a
+failing write reported alone (the rest of its batch kept), everything queued written at close."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kits.store import open_store
+
+from agentenv_local.errors import NotFoundError, StoreError
+
+
+def _run(store, run_id: str) -> None:
+    store.runs.create({"run_id": run_id, "task_id": "t", "task_version": 1, "status": "queued", "steps": {}})
+
+
+def test_writes_land_in_order_and_batch_into_fewer_commits(store):
+    _run(store, "r1")
+    hold = threading.Event()
+    blocker = store.writer.submit(hold.wait, 30)  # keeps the thread busy while the rest queue up
+    futures = [store.writer.submit(store.runs.journal_append, "r1", f"s{i}", "success", {"i": i})
+               for i in range(200)]
+    futures.append(store.writer.submit(store.runs.update, "r1", {"status": "running"}))
+    before = store.writer.batches
+    hold.set()
+    assert blocker.result(30) is True
+    assert [f.result(30) for f in futures[:-1]] == list(range(1, 201))  # seq in submission order
+    assert futures[-1].result(30)["status"] == "running"
+    commits = store.writer.batches - before
+    assert 1 <= commits <= 201 // 10  # at most 64 writes per commit: 4 of them, never one per write
+    assert [e["body"]["i"] for e in store.runs.journal("r1")] == list(range(200))
+    assert store.runs.get("r1")["status"] == "running"
+
+
+def test_a_failing_write_fails_alone_and_its_batch_is_kept(store):
+    _run(store, "r1")
+    hold = threading.Event()
+    store.writer.submit(hold.wait, 30)
+    ok_before = store.writer.submit(store.runs.journal_append, "r1", "a", "success", {})
+    bad = store.writer.submit(store.runs.update, "missing-run", {"status": "running"})
+    ok_after = store.writer.submit(store.runs.journal_append, "r1", "b", "success", {})
+    hold.set()
+    assert ok_before.result(30) == 1 and ok_after.result(30) == 2
+    with pytest.raises(NotFoundError):
+        bad.result(30)
+    assert [e["step_id"] for e in store.runs.journal("r1")] == ["a", "b"]
+
+
+def test_close_writes_what_is_queued_and_refuses_more(tmp_path):
+    store = open_store(tmp_path)
+    _run(store, "r1")
+    futures = [store.writer.submit(store.runs.journal_append, "r1", f"s{i}", "success", {}) for i in range(50)]
+    store.close()
+    assert all(f.done() for f in futures)
+    with pytest.raises(StoreError, match="closed"):
+        store.writer.submit(store.runs.get, "r1")
+    again = open_store(tmp_path)
+    try:
+        assert len(again.runs.journal("r1")) == 50
+    finally:
+        again.close()
