@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_S = 60.0
 TOOLS_CHANGED_DEBOUNCE_S = 0.2  # a burst of tools/list_changed from a child re-lists its tools once
 REOPEN_TIMEOUT_S = 10.0
+# An idle kept-alive connection to a child is dropped by our side well before the child's keep-alive timeout
+# (uvicorn's default, 5 s, in servers we do not start; ours keep 30 s). With the two equal (httpx's default
+# expiry is 5 s too), a call sent on a connection idle that long could meet the child closing it, and be lost
+# to a connection reset: the race that lost A2A prompts under load (agents/client.py KEEPALIVE_EXPIRY_S).
+KEEPALIVE_EXPIRY_S = 1.0
 
 
 class ChildError(RuntimeError):
@@ -214,14 +220,13 @@ class Child:
         if self.env is not None:
             return Client(self.env.mcp_server(), message_handler=self._on_message)
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
         # The session's own HTTP client, watched: what it sends (protocol version, session id, the 2026 request
         # envelope) is what the lean tools/call path must send on the same session. (Over https the Client keeps
         # every call: its TLS settings are httpx's, not ours to mirror.)
         url = self.url
         assert url is not None  # a child is an in-process env or has a URL (start() spawned it for one)
-        http = create_mcp_http_client()
+        http = child_http_client()
         if url.startswith("http://"):
             lean = self._lean_next = _LeanSession(url)
             http.event_hooks["request"].append(lean.observe)
@@ -412,6 +417,33 @@ class Child:
                 self.proc.kill()
 
 
+def child_http_client() -> Any:
+    """The HTTP client of a child's MCP session: mcp's defaults (30 s, 300 s to read a stream), idle connections
+    kept only KEEPALIVE_EXPIRY_S."""
+    import httpx2
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+                              limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S))
+
+
+class ExpiringLeanHttp(LeanHttp):
+    """LeanHttp whose idle connections are not reused once idle longer than KEEPALIVE_EXPIRY_S (closed instead)."""
+
+    def take_idle(self) -> Any:
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable() and now - getattr(conn, "idle_since", now) <= KEEPALIVE_EXPIRY_S:
+                return conn
+            conn.close()
+        return None
+
+    def release(self, conn: Any, keep: bool) -> None:
+        conn.idle_since = time.monotonic()
+        super().release(conn, keep)
+
+
 def _inprocess_lane(env: Any, client: Any) -> tuple[Any, dict] | None:
     """(the env's runtime, the request ``_meta`` envelope its in-memory Client stamps on every request), or None
     when that envelope can't be learnt (a handshake-era session; an mcp whose session keeps it elsewhere): then
@@ -466,7 +498,7 @@ class _LeanSession:
     Client sends (learnt by watching its requests), one POST on a pooled connection, the JSON or SSE answer."""
 
     def __init__(self, url: str):
-        self.http = LeanHttp(url)
+        self.http = ExpiringLeanHttp(url)
         self._name_headers: dict[str, bytes] = {}
         self.version: str | None = None
         self.session_id: str | None = None
