@@ -3,7 +3,8 @@
 Ids: `@local/<folder path, home as ~>/<name>`; installed bundles use `@local/<distribution>/<bundle>`.
 Bare names in task steps resolve to the bundle's own entities first, at every place a step type declares
 (tasks/entity_refs.py): artifact fields to `artifacts/<name>/`, env fields to `envs/<name>/` (or an alias of
-aliases.toml), entries of a step's `skills` list to `skills/<name>/`.
+aliases.toml), agent fields to `agents/<name>/` (or an alias: bundles/agents.py), entries of a step's `skills`
+list to `skills/<name>/`.
 
 What the bundle holds that means nothing here is listed in `Bundle.ignored`, one line each (`agentenv run`
 prints them): unknown top-level entries (README-like files excepted), README-like files loose in envs/ or
@@ -30,12 +31,13 @@ from agentenv_local.inputs import (
 )
 from agentenv_local.untrusted import UntrustedInputError, parse_toml, read_file
 
+from .agents import AgentEntry, load_agents
 from .discovery import KINDS, describe
 
 if TYPE_CHECKING:
     from agentenv_local.hosting.envs import McpServerEnv, MultiEnv
 
-NOT_YET = {"agents": "agents (the agents issue)"}
+NOT_YET: dict[str, str] = {}  # bundle folder kinds read but not used yet by this version (none now)
 # Top-level files for people, never bundle entries: not listed as ignored (compared case-insensitively, by stem).
 README_LIKE = ("readme", "license", "licence", "copying", "notice", "changelog", "authors", "contributing")
 
@@ -94,12 +96,15 @@ class Bundle:
     tasks: dict[str, TaskEntry] = field(default_factory=dict)
     evals: dict[str, EvalEntry] = field(default_factory=dict)
     envs: dict[str, EnvEntry] = field(default_factory=dict)
+    agents: dict[str, AgentEntry] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)  # one line each: "<entry>: ignored (<why>)"
     deferred: list[str] = field(default_factory=list)  # kinds present but not handled yet
     follow_external_links: bool = False  # read symlinks that lead out of the bundle (the user said so)
     env_aliases: dict[str, str] = field(default_factory=dict)  # aliases.toml [envs]: alias -> folder name
     # (task file, step index, field, alias) of each step field an alias resolved: a store env of that id wins
     alias_uses: list[tuple[str, int, str, str]] = field(default_factory=list)
+    agent_aliases: dict[str, str] = field(default_factory=dict)  # aliases.toml [agents]: alias -> folder name
+    agent_alias_uses: list[tuple[str, int, str, str]] = field(default_factory=list)  # as alias_uses, for agents
     config: Any = None  # the project's configuration: its `[task_steps] impls` are step types of the tasks
 
 
@@ -160,6 +165,7 @@ def load_bundle(path: Path, package: str | None = None, *, follow_external_links
     _load_artifacts(bundle, problems)
     _load_skills(bundle, problems)
     _load_envs(bundle, problems)
+    load_agents(bundle, problems)
     _load_aliases(bundle, problems)
     _load_tasks(bundle, problems)
     _load_evals(bundle, problems)
@@ -381,17 +387,19 @@ def _load_envs(bundle: Bundle, problems: list[str]) -> None:
 
 
 def _load_aliases(bundle: Bundle, problems: list[str]) -> None:
-    """The bundle's aliases.toml (the reference's): its [envs] aliases name the bundle's envs in tasks."""
+    """The bundle's aliases.toml (the reference's): its [envs] and [agents] aliases name the bundle's envs and
+    agents in tasks (an alias of an ignored agent folder, the reference's proxy, names nothing)."""
     from agentenv_local.compat.bundle_aliases import read_bundle_aliases
 
-    agents = bundle.path / "agents"
-    folders = {"envs": set(bundle.envs),
-               "agents": {p.name for p in agents.iterdir() if p.is_dir()} if agents.is_dir() else set()}
+    from .agents import folder_of
+
+    folders = {"envs": set(bundle.envs), "agents": folder_of(bundle.path)}
     aliases = read_bundle_aliases(bundle.path, folders, problems)
     bundle.env_aliases = aliases.envs
+    bundle.agent_aliases = {alias: name for alias, name in aliases.agents.items() if name in bundle.agents}
+    for alias, name in bundle.agent_aliases.items():  # shown by `agentenv agent list`
+        bundle.agents[name].body.setdefault("aliases", []).append(alias)
     bundle.ignored += aliases.ignored
-    if aliases.agents:
-        bundle.ignored.append("aliases.toml [agents]: ignored (agents/ is not used yet by this version)")
 
 
 def _load_tasks(bundle: Bundle, problems: list[str]) -> None:
@@ -506,6 +514,14 @@ def resolve_refs(steps: object, bundle: Bundle, where: str) -> object:
             elif site.value in bundle.env_aliases and site.path == site.field:  # a folder's own name wins
                 site.rewrite(bundle.envs[bundle.env_aliases[site.value]].id)
                 bundle.alias_uses.append((where, len(out), site.field, site.value))
+        for site in ref_sites(raw, cls, "agent"):
+            entry = next((a for a in bundle.agents.values() if site.value == a.name), None)
+            if entry is not None:
+                if entry.task_name != site.value:
+                    site.rewrite(entry.task_name)
+            elif site.value in bundle.agent_aliases and site.path == site.field:  # a folder's own name wins
+                site.rewrite(bundle.agents[bundle.agent_aliases[site.value]].task_name)
+                bundle.agent_alias_uses.append((where, len(out), site.field, site.value))
         if isinstance(raw.get("artifacts"), list):  # load_artifact's list form: {"id": ...} or a bare name
             raw["artifacts"] = [_resolve_entry(a, bundle) for a in raw["artifacts"]]
         if isinstance(raw.get("skills"), list):  # deploy_agent / add_skills: skill names, {"id": name}, or inline

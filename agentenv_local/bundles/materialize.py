@@ -1,7 +1,7 @@
 """Write a bundle's entities into the store as versioned records, only when their content changed.
 
 Preflight first (every artifact or skill a task names must exist in the bundle or the store), then
-artifacts, skills, envs, tasks, evals. A dry run computes the same plan and writes nothing.
+artifacts, skills, envs, agents, tasks, evals. A dry run computes the same plan and writes nothing.
 """
 
 from __future__ import annotations
@@ -70,8 +70,11 @@ def preflight(store, bundle: Bundle, sandbox: str | None = None, agent: str | No
     from agentenv_local.hosting.envs.reference_env_types import undeployable_env_problems
 
     problems += undeployable_env_problems(bundle, types)  # the reference's env types that cannot run offline
+    from agentenv_local.agents.registry import solver_step_ids
+
     for task in bundle.tasks.values():
         written = _written_artifacts(task.steps, types)
+        solvers = solver_step_ids(task.steps)
         for raw in task.steps:
             cls = types.get(raw.get("type") or "")
             at = f"tasks/{task.source.name}: step {raw.get('id')!r}: field"
@@ -84,7 +87,7 @@ def preflight(store, bundle: Bundle, sandbox: str | None = None, agent: str | No
                                     f"{here}) nor in the store")
             problems += [f"{at} {where!r}: {problem}" for where, problem in _env_problems(store, bundle, raw, cls)]
             problems += [f"{at} {where!r}: {problem}" for where, problem in _agent_problems(store, bundle, raw, cls,
-                                                                                          agent)]
+                                                                                          agent, solvers)]
             for ref in skill_refs(raw):
                 if ref in bundle_ids or "<" in ref:
                     continue
@@ -164,10 +167,12 @@ def _env_problems(store, bundle: Bundle, raw: dict, cls) -> list[tuple[str, str]
     return out
 
 
-def _agent_problems(store, bundle: Bundle, raw: dict, cls, run_agent: str | None) -> list[tuple[str, str]]:
-    """(where, why) when the agent a deploying step starts (its a2a_agent_id, else the run's --agent, else
-    [agents] default, else the scripted agent) is neither a named agent nor in the store. Steps that only
-    check an agent the run deployed (verify_a2a_*) name it as deploy_agent did: nothing more to check."""
+def _agent_problems(store, bundle: Bundle, raw: dict, cls, run_agent: str | None,
+                    solvers: set[str] | None = None) -> list[tuple[str, str]]:
+    """(where, why) when the agent a deploying step starts (the run's --agent for a solver step, one a
+    prompt_agent prompts: `solvers`; else its a2a_agent_id, else --agent, else [agents] default, else the
+    scripted agent) is neither a named agent, the bundle's, nor in the store. Steps that only check an agent
+    the run deployed (verify_a2a_*) name it as deploy_agent did: nothing more to check."""
     from agentenv_local.agents import registry
     from agentenv_local.errors import AgentenvError
     from agentenv_local.tasks.entity_refs import declared_paths
@@ -175,16 +180,23 @@ def _agent_problems(store, bundle: Bundle, raw: dict, cls, run_agent: str | None
     if not getattr(cls, "deploys", False) or "a2a_agent_id" not in declared_paths(cls, "agent"):
         return []
     default = bundle.config.get("agents.default") if bundle.config is not None else None
-    where, agent_id = next(((w, a) for w, a in (("a2a_agent_id", raw.get("a2a_agent_id")), ("--agent", run_agent),
-                                                 ("[agents] default", default)) if a), ("", "scripted"))
+    swapped = run_agent if raw.get("id") in (solvers or set()) else None  # --agent replaces the solver's agent
+    where, agent_id = next(((w, a) for w, a in (("--agent", swapped), ("a2a_agent_id", raw.get("a2a_agent_id")),
+                                                 ("--agent", run_agent), ("[agents] default", default)) if a),
+                           ("", "scripted"))
     if not isinstance(agent_id, str) or "<" in agent_id:  # seed placeholders resolve per run
+        return []
+    if agent_id in {a.id for a in bundle.agents.values()}:  # stored with the bundle, before its tasks
         return []
     version = raw.get("a2a_agent_version") if where == "a2a_agent_id" else None
     try:
         registry.resolve(store, agent_id, version if isinstance(version, int) else None)
     except AgentenvError as exc:
+        from .agents import agent_names
+
         via = f" (from {where})" if where != "a2a_agent_id" else ""
-        return [("a2a_agent_id", f"{exc.message}{via}" + (f"; {exc.hint}" if exc.hint else ""))]
+        ours = f"; this bundle's agents: {', '.join(agent_names(bundle))}" if agent_names(bundle) else ""
+        return [("a2a_agent_id", f"{exc.message}{via}" + (f"; {exc.hint}" if exc.hint else "") + ours)]
     return []
 
 
@@ -240,6 +252,10 @@ def materialize(store, bundle: Bundle, dry_run: bool = False, sandbox: str | Non
                                    put_skill(store, sk.id, sk.files, digest=digest,
                                              extra={"bundle": str(bundle.path)}, if_changed=True))
     _materialize_envs(store, bundle, record, dry_run)
+    for ag in bundle.agents.values():
+        digest = _json_digest({"body": ag.body, "files": files_digest(ag.digest_files)})
+        record("agents", ag.name, "agents", ag.id, digest, lambda ag=ag, digest=digest:
+               store.documents.put("agents", ag.id, ag.body, digest=digest, if_changed=True))
     for task in bundle.tasks.values():
         steps = pin_versions(task.steps, pinned, bundle.config)
         body = {"steps": steps, "description": task.description, "source": f"tasks/{task.source.name}",

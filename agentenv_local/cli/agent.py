@@ -72,20 +72,32 @@ def list_agents(as_json):
     from agentenv_local.agents.builtin import named_agents
     from agentenv_local.query import Query
 
-    rows: list[dict[str, Any]] = [{"id": name, "version": None, "kind": "built-in", "description": text}
-            for name, text in registry.BUILTIN_DESCRIPTIONS.items()]
-    rows += [{"id": name, "version": None, "kind": f"plugin ({spec})", "description": ""}
+    rows: list[dict[str, Any]] = [{"id": name, "version": None, "kind": "built-in", "description": text,
+                                   "aliases": []} for name, text in registry.BUILTIN_DESCRIPTIONS.items()]
+    rows += [{"id": name, "version": None, "kind": f"plugin ({spec})", "description": "", "aliases": []}
              for name, spec in sorted(named_agents().items()) if name not in registry.BUILTIN_DESCRIPTIONS]
     with session() as s:
         for doc in s.store.documents.query(Query(registry.COLLECTION)):
-            body = doc["body"]
-            rows.append({"id": doc["id"], "version": doc["version"], "kind": body.get("spec") or body.get("url"),
-                         "description": body.get("description") or ""})
+            rows.append(_stored_row(doc))
     if as_json:
         echo_json(rows)
         return
-    table([[r["id"], f"v{r['version']}" if r["version"] else "-", r["kind"], r["description"]] for r in rows],
-          ["AGENT", "VERSION", "KIND", "DESCRIPTION"])
+    table([[r["id"], f"v{r['version']}" if r["version"] else "-", r["kind"], ", ".join(r["aliases"]) or "-",
+            r["description"]] for r in rows], ["AGENT", "VERSION", "KIND", "ALIASES", "DESCRIPTION"])
+
+
+def _stored_row(doc: dict) -> dict[str, Any]:
+    """A stored agent's `agent list` row: a bundle's (`agents/<name>/`) with the bundle and its aliases, which
+    a task of that bundle may name it by (with its folder name)."""
+    body = doc["body"]
+    command = body.get("command")
+    kind = body.get("spec") or body.get("url") or (f"image {body['image']}" if body.get("image") else None) or (
+        f"command {' '.join(command)}" if isinstance(command, list) else "")
+    row = {"id": doc["id"], "version": doc["version"], "kind": kind, "description": body.get("description") or "",
+           "aliases": list(body.get("aliases") or [])}
+    if body.get("bundle"):
+        row["bundle"] = body["bundle"]
+    return row
 
 
 @agent_group.command("deploy")

@@ -20,7 +20,10 @@ from ._run_flags import model_options
               help="CSV file: one run per row, its columns fill <key> placeholders.")
 @click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
               "[sandbox] default).")
-@click.option("--agent", "agent", help="The agent for deploy_agent steps that name none (overrides [agents] default).")
+@click.option("--agent", "agent", help="The agent the solver runs as for this run, the tasks left as written: each "
+              "deploy_agent step whose agent a prompt_agent prompts (and any that names none) deploys it. A built-in "
+              "(claude-code, tool-loop, ...), an agent of this bundle (its folder name, alias or id) or the store's "
+              "(see `agentenv agent list`).")
 @model_options(agent_model_alias=False)
 @click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print what would be written and run.")
@@ -63,6 +66,10 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model
     if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
         click.echo(note, err=True)
     with session(config) as s:
+        if options.agent:  # a name of the bundle's own agents becomes what its tasks' fields get (kept on resume)
+            from dataclasses import replace
+
+            options = replace(options, agent=_run_agent(s.store, loaded, options.agent))
         result = materialize(s.store, loaded, dry_run=dry_run, sandbox=options.sandbox, agent=options.agent)
         if dry_run and as_json:
             echo_json({"dry_run": True, "ignored": list(loaded.ignored),
@@ -96,6 +103,15 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model
         else:
             _print_summary(runs)
         return exit_code(runs)
+
+
+def _run_agent(store, bundle, name: str) -> str:
+    """What --agent NAME names: the bundle's agent (its folder name, id, or an alias the store has no agent of) as
+    its tasks' fields get it, else NAME itself (a built-in or stored agent: the dry-run checks of each step that
+    would deploy it say when there is none, listing the names there are)."""
+    from agentenv_local.bundles.agents import bundle_agent
+
+    return bundle_agent(bundle, name, store) or name
 
 
 def _select(bundle, tasks, evals) -> list[str]:

@@ -1,5 +1,5 @@
-"""A bundle's `aliases.toml`, as the reference writes it: other names a task may give the bundle's envs (and
-agents), by folder name.
+"""A bundle's `aliases.toml`, as the reference writes it: other names a task may give the bundle's envs and
+agents, by folder name (resolved in bundles/loader.py's resolve_refs; --agent NAME in bundles/agents.py).
 
     # Ids a task can name this bundle's envs by; a store's env of the id wins over an alias.
     [envs]
@@ -84,11 +84,12 @@ def read_bundle_aliases(root: Path, folders: dict[str, set[str]], problems: list
 
 
 def prefer_store_envs(store: Any, bundle: Any) -> None:
-    """Give back to each step field an alias resolved the alias itself when the store has an env of that id:
-    a store's env of the id wins over an alias, as the reference's aliases.toml says."""
-    for where, index, field_name, alias in bundle.alias_uses:
-        if store.documents.find("envs", alias) is None:
-            continue
-        for task in bundle.tasks.values():
-            if f"tasks/{task.source.name}" == where and index < len(task.steps):
-                task.steps[index][field_name] = alias
+    """Give back to each step field an alias resolved the alias itself when the store has an env (or an agent)
+    of that id: a store's entity of the id wins over an alias, as the reference's aliases.toml says."""
+    for collection, uses in (("envs", bundle.alias_uses), ("agents", bundle.agent_alias_uses)):
+        for where, index, field_name, alias in uses:
+            if store.documents.find(collection, alias) is None:
+                continue
+            for task in bundle.tasks.values():
+                if f"tasks/{task.source.name}" == where and index < len(task.steps):
+                    task.steps[index][field_name] = alias
