@@ -181,6 +181,9 @@ def deploy(env_id, version, gateway_mode, resume, keep_running, open_control_pla
 def instances(instance_id, show_all, admin_token, as_json):
     """Deployed env instances (running ones, unless --all), or INSTANCE's record.
 
+    Idle env pool slots (`envp-...`: in-hub envs reset and kept for the next deploy) are listed as
+    `pooled`; an instance running on one shows its slot.
+
     The admin token (needed for /tools/*, clock and trigger writes and the data plane) is shown only
     with --admin-token; give it to the task's own tools, never to an agent.
     """
@@ -190,6 +193,7 @@ def instances(instance_id, show_all, admin_token, as_json):
         raise ValidationError("--admin-token needs the instance: agentenv env instances INSTANCE --admin-token")
     with session() as s:
         rows = HubMethods(s).env_instances(status=None if show_all or instance_id else "running")
+        rows += HubMethods(s).env_instances(status="pooled")  # the idle pool slots
         if instance_id:
             rows = [r for r in rows if r["instance_id"] == instance_id]
             if not rows:
@@ -212,8 +216,18 @@ def instances(instance_id, show_all, admin_token, as_json):
     if not rows:
         click.echo("No env instances running. Deploy one with `agentenv env deploy --id ENV`.")
         return
-    table([[r["instance_id"], f"{r['env_id']} v{r.get('env_version')}", r.get("status", "-"), r["mcp_url"],
+    table([[r["instance_id"], f"{r['env_id']} v{r.get('env_version')}", _status(r), r.get("mcp_url") or "-",
             r.get("run_id") or "-"] for r in rows], ["INSTANCE", "ENV", "STATUS", "MCP URL", "RUN"])
+
+
+def _status(record: dict) -> str:
+    """An instance's status, with its env pool slot; an idle slot's `pooled (idle, N uses)`."""
+    status = record.get("status") or "-"
+    if record.get("pool_slot") is True:
+        return f"{status} (idle, {record.get('uses', 0)} uses)"
+    if isinstance(record.get("pool_slot"), str):
+        return f"{status} ({'from pool ' if record.get('from_pool') else 'pool '}{record['pool_slot']})"
+    return status
 
 
 @env_group.command("teardown")
