@@ -137,3 +137,20 @@ def test_an_sse_answer_flows_through_as_it_arrives(proxy: ModelProxy) -> None:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_the_envs_extra_headers_reach_the_route_and_a_bad_value_is_one_clear_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentenv_local.agents.cli_agents.claude_code import ClaudeCodeAgent
+    from agentenv_local.agents.cli_agents.harness import CliAgentError
+
+    agent = ClaudeCodeAgent()
+    from_env = agent.config_model.model_validate({"model": "m"})
+    from_config = agent.config_model.model_validate({"model": "m", "base_url": "http://127.0.0.1:9"})
+    monkeypatch.setenv("LITELLM_EXTRA_HEADERS", '{"x-litellm-tag": "run-1"}')
+    assert agent.model_headers(from_env) == {"x-litellm-tag": "run-1"}
+    assert agent.model_headers(from_config) == {}  # the env's headers go to the env's endpoint only
+    monkeypatch.setenv("LITELLM_EXTRA_HEADERS", '["not", "an object"]')
+    with pytest.raises(CliAgentError) as failed:
+        agent.model_headers(from_env)
+    assert failed.value.code == "claude-code.bad_model_headers" and "JSON object" in failed.value.message
