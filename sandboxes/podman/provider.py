@@ -344,8 +344,9 @@ class PodmanSandboxProvider(SandboxProvider):
     def ready(self) -> Any:
         """Make sure the base image exists, this machine's fixes are known and the service answers."""
         if not self._ready_done:
-            base = self.image_for(SandboxSpec(name="base"))
             if not self.config.get("containers_conf") and not marker_path().exists():
+                # built (or found) with the podman CLI: no service is started before the fixes are known
+                base = images.ensure_base_image(self.config, on_line=self._say)
                 configure(base, self.config, log=self._say)
                 mark_set_up(self.config)
                 # A service we started before the fixes were written (say, to list containers) runs without
@@ -361,14 +362,29 @@ class PodmanSandboxProvider(SandboxProvider):
             return known
         if spec.image:
             ref = spec.image
-            if not images.exists(spec.image, self.config):
+            if not self._image_exists(spec.image):
                 raise NotFoundError(
                     f"image {spec.image!r} is not in Podman's local storage (nothing is pulled from a registry)",
                     hint="build it (`agentenv image build NAME PATH`), or load it with `podman load`")
         else:
-            ref = self._base_image = images.ensure_base_image(self.config, on_line=self._say)
+            ref = images.base_image_ref(self.config)
+            if not self._image_exists(ref):
+                ref = images.ensure_base_image(self.config, on_line=self._say)
+            self._base_image = ref
         self._known_images.add(ref)
         return ref
+
+    def _image_exists(self, ref: str) -> bool:
+        """Asked of the service once it runs (a few ms) rather than of a `podman` process (~40 ms); before
+        that, of the CLI (a missing image is found out without starting the service)."""
+        if not self._ready_done:
+            return images.exists(ref, self.config)
+        try:
+            return bool(self.ready().images.exists(ref))
+        except AgentenvError:
+            raise
+        except Exception:  # the API failed in a way the CLI may not: let the CLI answer
+            return images.exists(ref, self.config)
 
     def _check_spec(self, spec: SandboxSpec) -> None:
         if spec.mode not in self.supported_modes:
