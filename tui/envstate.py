@@ -39,6 +39,7 @@ class EnvView:
     env_id: str = ""
     gateway_url: str | None = None
     live: bool = False
+    pool_slot: str | None = None  # the env pool slot it ran on (hosting/envs/pool.py), if any
     clock: ClockView = field(default_factory=ClockView)
     triggers: list[TriggerView] = field(default_factory=list)
     trigger_events: list[dict] = field(default_factory=list)
@@ -127,6 +128,8 @@ def env_view(record: dict, saved: dict | None, now: float, rest_clock: dict | No
     saved = saved or {}
     view = EnvView(instance_id=record.get("instance_id") or "?", env_id=record.get("env_id") or "",
                    gateway_url=record.get("gateway_url"), live=live)
+    if isinstance(record.get("pool_slot"), str):
+        view.pool_slot = record["pool_slot"]
     view.clock = clock_from_rest(rest_clock) if rest_clock else clock_from_saved(saved.get("clock"), now)
     view.triggers, view.trigger_events = triggers_from_saved(saved.get("triggers"))
     view.roles = roles_from_saved(saved.get("rbac"))

@@ -47,6 +47,7 @@ class DeployEnvStep(Step):
     artifact_id: str | None = None
     artifact_version: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    pool: bool = True  # false: a cold instance, never kept in the hub's env pools (hosting/envs/pool.py)
 
     def config_problems(self) -> list[str]:
         problems = []
@@ -79,7 +80,7 @@ class DeployEnvStep(Step):
             record = await manager.deploy(self.env_id, self.env_version, run_id=ctx.run_id,
                                           gateway_mode=self.gateway_mode, metadata=dict(self.metadata),
                                           sandbox_type=sandbox_type, cpu=self.cpu, memory_mb=self.memory_mb,
-                                          services=ctx.services)
+                                          services=ctx.services, pool=None if self.pool else False)
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: could not deploy env {self.env_id!r}: {exc.message}",
                             hint=exc.hint) from exc

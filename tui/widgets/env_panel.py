@@ -37,7 +37,8 @@ class EnvPanel(Vertical):
             for v in views:
                 c = v.clock
                 text.append(f"{v.env_id or v.instance_id}", style="bold")
-                text.append(f"  ({v.instance_id}{'' if v.live else ', torn down'})\n")
+                pooled = f", pool {v.pool_slot}" if v.pool_slot else ""
+                text.append(f"  ({v.instance_id}{pooled}{'' if v.live else ', torn down'})\n")
                 if not c.armed:
                     text.append("  virtual clock: not armed (tools read the real time)\n")
                     continue

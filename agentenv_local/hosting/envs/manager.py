@@ -15,6 +15,12 @@ port by MCP_PORT (subprocesses.py), a `url` as is, or an `image` started in a co
 are saved in `env_instance_state` whenever they change, so `deploy(resume=INSTANCE)` after a hub
 restart brings them back. Every gateway event is appended to the store's event log as
 `env.<event_type>` with the instance id.
+
+Env pools (pool.py): a deploy whose servers all run in the hub keeps them, with their clean state, as a pool
+slot (an `envp-` record: `leased` to the instance, `pooled` while idle); when the instance is torn down they are
+reset and put back, and the next deploy with the same pool key takes them (a new instance id, record and gateway
+each time). Never pooled: a resumed instance, the server topology, a subprocess, command, url or image server,
+an env (or one of a multi env's servers) with `pool = false`, a deploy with `pool=False`, `[envs.pool] size = 0`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import os
 import secrets
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,20 @@ from agentenv_local.errors import NotFoundError, ValidationError
 from .env_types import EnvType, env_type
 from .gateway import deploy_gateway, gateway_state
 from .instance import ADMIN, INSTANCES, READY_TIMEOUT_S, STATE, DeployError, Instance, utc_now
+from .pool import (
+    LEASED,
+    POOLED,
+    SLOT_PREFIX,
+    SLOTS,
+    EnvPool,
+    Slot,
+    capture_clean,
+    pool_key,
+    pool_settings,
+    reset_slot,
+    sweep_slots,
+    watch_misbehaving,
+)
 from .providers import EnvProvider, make_provider
 from .records import ArtifactPin, McpServerEnv, MultiEnv, parse_env
 from .server_topology import deploy_server
@@ -61,11 +82,18 @@ class EnvManager:
         self._providers: dict[str, EnvProvider] = {}  # one per env provider name, made when first needed
         self._used: dict[str, list[EnvProvider]] = {}  # instance id -> the providers that started its servers
         self.swept_at_start = sweep_dead_hub(self.store, self.root)
+        self.swept_at_start += sweep_slots(self.store, self.root)
+        self.pool = EnvPool(pool_settings(paths.state_dir))
+        self._closing = False  # aclose runs: nothing goes back to the pool
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task] = set()  # idle slots being stopped
 
     # -- reading ------------------------------------------------------------------------------
     def instances(self, status: str | None = None) -> list[dict]:
         from agentenv_local.query import Query
 
+        if status == POOLED:  # the idle pool slots (pool.py), kept apart from the instances
+            return [rec["body"] for rec in self.store.records.query(Query(SLOTS).where("status", "eq", POOLED))]
         query = Query(INSTANCES)
         if status is not None:  # in SQL: the hub's sweep asks every 5 s, and torn-down records pile up
             query.where("status", "eq", status)
@@ -97,7 +125,8 @@ class EnvManager:
                      gateway_mode: str | None = None, resume: str | None = None,
                      metadata: dict | None = None, *, sandbox_type: str | None = None, cpu: float | None = None,
                      memory_mb: int | None = None, services: Any = None,
-                     control_plane_auth: bool | None = None, ttl_seconds: int | None = None) -> dict:
+                     control_plane_auth: bool | None = None, ttl_seconds: int | None = None,
+                     pool: bool | None = None) -> dict:
         """Deploy `env_id` (or, with `resume=INSTANCE`, an instance a stopped hub left, with its saved
         RBAC rules, triggers and clock) and return its record.
 
@@ -105,7 +134,8 @@ class EnvManager:
         default); `services` (a run's RunServices) supplies the sandbox provider.
         `control_plane_auth=False` (else the env record's `control_plane_auth`, default true) serves the
         reference's open control plane instead of requiring the instance's admin token. `ttl_seconds` records
-        `expires_at_utc`: the hub's sweep tears the instance down then (hosting/expiry.py)."""
+        `expires_at_utc`: the hub's sweep tears the instance down then (hosting/expiry.py). `pool=False` keeps
+        the instance out of the env pools (it neither takes a pooled slot nor becomes one)."""
         from agentenv_local.hosting.expiry import expiry_fields
 
         lifetime = expiry_fields(ttl_seconds)  # a bad TTL is refused before anything starts
@@ -132,19 +162,25 @@ class EnvManager:
         if gateway_mode not in (None, "performance", "consistent"):
             raise ValidationError(f"gateway_mode must be 'performance' or 'consistent', got {gateway_mode!r}")
         doc, env = self._env_doc(env_id, version)
-        folder = self.root / instance_id
-        inst = Instance(instance_id, {}, folder, run_id=run_id,
-                        options={"sandbox_type": sandbox_type, "cpu": cpu, "memory_mb": memory_mb,
-                                 "services": services})
+        options = {"sandbox_type": sandbox_type, "cpu": cpu, "memory_mb": memory_mb, "services": services}
         if control_plane_auth is None:
             control_plane_auth = env.control_plane_auth is not False
+        key = None
+        if not resume and pool is not False and _pool_allowed(env) and self.pool.settings.size > 0:
+            key = pool_key(doc, gateway_mode=gateway_mode, control_plane_auth=control_plane_auth, options=options)
+        slot = self.pool.take(key) if key is not None else None
+        folder = slot.folder if slot is not None else self.root / instance_id  # a slot keeps its cold deploy's
+        inst = Instance(instance_id, {}, folder, run_id=run_id, options=options)
         if control_plane_auth:  # kept apart from the instance record, which `env instances` lists
             inst.admin_token = saved_token or secrets.token_urlsafe(32)
             self.store.records.save(ADMIN, instance_id, {"token": inst.admin_token})
         try:
-            record = await self._deploy(inst, doc, env, gateway_mode, saved_state, metadata or {})
+            record = await self._deploy(inst, doc, env, gateway_mode, saved_state, metadata or {}, key, slot)
         except BaseException:
             await self._stop(inst)
+            leased = self.pool.release(instance_id) or slot
+            if leased is not None:
+                await self._stop_slot(leased, f"a deploy on it failed ({instance_id})")
             raise
         if lifetime:
             inst.record.update(lifetime)
@@ -153,7 +189,8 @@ class EnvManager:
         return record
 
     async def _deploy(self, inst: Instance, doc: dict, env: McpServerEnv | MultiEnv, gateway_mode: str | None,
-                      saved_state: dict | None, metadata: dict) -> dict:
+                      saved_state: dict | None, metadata: dict, key: tuple | None = None,
+                      slot: Slot | None = None) -> dict:
         from agentenv_local.gateway.children import ChildSpec
 
         env_id = doc["id"]
@@ -168,11 +205,19 @@ class EnvManager:
             raise DeployError(f"env {env_id}: the server topology serves one mcp_server env on its own; this "
                               f"{env.type} env has {len(servers)} server(s)",
                               hint='deploy it with env_provider_type = "gateway" (the default)')
+        if topology != "gateway" or not all(_pool_allowed(senv) for _sdoc, senv in servers):
+            key = None  # never pooled (a slot only ever comes with a key)
         children_info: list[dict] = []
         specs = []
+        targets = []
         for sdoc, senv in servers:
             child_name = senv.environment_name or sdoc["id"].rsplit("/", 1)[-1]
-            target, info = await self._child(inst, child_name, sdoc, senv)
+            if slot is not None:  # the pooled, reset Env: nothing to load
+                clean = next(c for c in slot.children if c.name == child_name)
+                target, info = clean.env, dict(clean.info)
+            else:
+                target, info = await self._child(inst, child_name, sdoc, senv)
+            targets.append((child_name, target, info))
             # a server we started (a subprocess or a container) requires the admin token on its data plane;
             # the gateway sends it
             token = inst.admin_token if info.get("kind") in ("subprocess", "container") else None
@@ -190,9 +235,36 @@ class EnvManager:
                                       saved_state=saved_state, metadata=metadata, store=self.store,
                                       guard=self._guard(), ready_timeout=self.ready_timeout,
                                       on_state_change=lambda gw: self._save_state(instance_id, gw))
+        if key is not None:
+            await self._lease(inst, doc, key, slot, targets, record)
         self._register(inst, record)
         self._save_state(instance_id, inst.gateway)
         return dict(record)
+
+    async def _lease(self, inst: Instance, doc: dict, key: tuple, slot: Slot | None, targets: list[tuple],
+                     record: dict) -> None:
+        """Lease the deploy's pool slot to it: the one it took, or (a cold deploy whose servers all run in the
+        hub) a new one holding its Envs and their clean state. Notes the slot in the record."""
+        if slot is None:
+            if not all(info.get("kind") == "in_process" for _name, _target, info in targets):
+                return  # a subprocess, command, url or container server: its state is not ours to reset
+            children = []
+            for name, target, info in targets:
+                clean = await capture_clean(name, target, info)
+                if isinstance(clean, str):
+                    log.info("env instance %s is not pooled: %s", inst.instance_id, clean)
+                    return
+                children.append(clean)
+            slot_id = SLOT_PREFIX + inst.instance_id.removeprefix("envi-")
+            slot = Slot(slot_id, key, doc["id"], doc["version"], inst.folder, children, origin=inst,
+                        providers=list(self._used.get(inst.instance_id, [])))
+            watch_misbehaving(slot)
+            record.update(pool_slot=slot.slot_id, from_pool=False)
+        else:
+            slot.uses += 1
+            record.update(pool_slot=slot.slot_id, from_pool=True)
+        self.pool.lease(slot, inst.instance_id)
+        self.store.records.save(SLOTS, slot.slot_id, slot.record(LEASED))
 
     def _register(self, inst: Instance, record: dict) -> None:
         inst.record = record
@@ -297,22 +369,80 @@ class EnvManager:
 
     # -- teardown -----------------------------------------------------------------------------
     async def _stop(self, inst: Instance) -> None:
+        await self._stop_gateway(inst)
+        await self._stop_providers(inst, self._used.pop(inst.instance_id, []))
+        _remove_folder(inst.folder)
+
+    @staticmethod
+    async def _stop_gateway(inst: Instance) -> None:
         await stop_serving(inst)
         if inst.gateway is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(inst.gateway.aclose(), 10)
-        for provider in self._used.pop(inst.instance_id, []):
+
+    @staticmethod
+    async def _stop_providers(inst: Instance, providers: list[EnvProvider]) -> None:
+        for provider in providers:
             try:
                 await provider.stop(inst)
             except Exception:  # a plugin's failure must not keep the others from stopping theirs
                 log.exception("env instance %s: env provider %s could not stop", inst.instance_id, provider.name)
-        shutil.rmtree(inst.folder, ignore_errors=True)
-        inside = str(inst.folder) + os.sep  # in-process envs put their folder on sys.path when loaded
-        sys.path[:] = [p for p in sys.path if not (p + os.sep).startswith(inside)]
+
+    # -- pool slots ----------------------------------------------------------------------------
+    async def _return_slot(self, inst: Instance, slot: Slot) -> None:
+        """The instance on `slot` is torn down: stop its gateway, reset the slot's Envs and pool it; a slot that
+        cannot be reset to its clean state (or finds the pool full, or the hub closing) is stopped."""
+        await self._stop_gateway(inst)
+        self._used.pop(inst.instance_id, None)  # a cold deploy's providers: the slot stops them with its origin
+        if self._closing:
+            reason: str | None = "the hub is closing"
+        elif not self.pool.has_room(slot.key):
+            reason = f"the pool of {slot.env_id} v{slot.env_version} is full ({self.pool.settings.size})"
+        else:
+            reason = await reset_slot(slot)
+            if reason is None and self._closing:  # the hub began closing meanwhile: its drain is done or under way
+                reason = "the hub is closing"
+        if reason is not None:
+            await self._stop_slot(slot, reason)
+            return
+        self.pool.put_back(slot)
+        self.store.records.save(SLOTS, slot.slot_id, slot.record(POOLED, pooled_at_utc=utc_now()))
+        self._schedule_idle_check()
+
+    async def _stop_slot(self, slot: Slot, reason: str) -> None:
+        await self._stop_providers(slot.origin, slot.providers)
+        _remove_folder(slot.folder)
+        self.store.records.save(SLOTS, slot.slot_id, slot.record("terminated", status_reason=reason,
+                                                                     terminated_at_utc=utc_now()))
+
+    def _schedule_idle_check(self) -> None:
+        """Stop idle slots once they have been idle for `[envs.pool] idle_seconds` (one timer at a time)."""
+        idle = self.pool.idle()
+        if self._idle_timer is not None or not idle:
+            return
+        loop = asyncio.get_running_loop()
+        due = min(s.idle_since for s in idle) + self.pool.settings.idle_seconds
+        self._idle_timer = loop.call_later(max(0.0, due - time.monotonic()) + 0.01, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._idle_timer = None
+        task = asyncio.ensure_future(self._stop_expired())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _stop_expired(self) -> None:
+        for slot in self.pool.expired():
+            try:
+                await self._stop_slot(slot, "idle")
+            except Exception:
+                log.exception("env pool slot %s: could not stop", slot.slot_id)
+        self._schedule_idle_check()
 
     async def teardown(self, instance_id: str, reason: str | None = None) -> dict:
         """Stop an instance (its uvicorn server, gateway and subprocesses), remove its folder, record it
         terminated. Tearing down one that already is answers its record."""
+        if instance_id.startswith(SLOT_PREFIX):  # a pool slot: stopped if idle, else left to its instance
+            return await self._teardown_slot(instance_id, reason)
         inst = self._live.pop(instance_id, None)
         if inst is None:
             body = self.instance(instance_id)
@@ -322,7 +452,11 @@ class EnvManager:
                 body.update(status="terminated", terminated_at_utc=utc_now())
                 self.store.records.save(INSTANCES, instance_id, body)
             return body
-        await self._stop(inst)
+        slot = self.pool.release(instance_id)
+        if slot is None:
+            await self._stop(inst)
+        else:
+            await self._return_slot(inst, slot)
         self._save_state(instance_id, inst.gateway)
         body = {**inst.record, "status": "terminated", "terminated_at_utc": utc_now()}
         if reason:
@@ -330,12 +464,33 @@ class EnvManager:
         self.store.records.save(INSTANCES, instance_id, body)
         return body
 
+    async def _teardown_slot(self, slot_id: str, reason: str | None) -> dict:
+        idle = self.pool.remove(slot_id)
+        if idle is not None:
+            await self._stop_slot(idle, reason or "torn down")
+        rec = self.store.records.find(SLOTS, slot_id)
+        if rec is None:
+            raise NotFoundError(f"no env pool slot {slot_id!r}", hint="list them with `agentenv env instances`")
+        return rec["body"]
+
     async def aclose(self, reason: str = "hub stopped") -> None:
+        self._closing = True  # what the instances leave is stopped, not pooled
         for instance_id in list(self._live):
             try:
                 await self.teardown(instance_id, reason=reason)
             except Exception:
                 log.exception("env instance %s: teardown failed", instance_id)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        for slot in self.pool.drain():
+            try:
+                await self._stop_slot(slot, reason)
+            except Exception:
+                log.exception("env pool slot %s: could not stop", slot.slot_id)
+        self._closing = False
         for provider in list(self._providers.values()):
             try:
                 await provider.aclose()
@@ -345,8 +500,19 @@ class EnvManager:
     def close(self, timeout: float = 30) -> None:
         """From another thread (the hub's close): tear down every live instance on the loop."""
         holding = any(p.holds_resources() for p in self._providers.values())
-        if not (self._live or holding) or self.loop is None or not self.loop.is_running():
+        if not (self._live or holding or self.pool.idle()) or self.loop is None or not self.loop.is_running():
             return
         future = asyncio.run_coroutine_threadsafe(self.aclose(), self.loop)
         with contextlib.suppress(Exception):
             future.result(timeout)
+
+
+def _pool_allowed(env: McpServerEnv | MultiEnv) -> bool:
+    """The env's record does not say `pool = false` (an env type's record model may not have the key)."""
+    return getattr(env, "pool", None) is not False
+
+
+def _remove_folder(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    inside = str(folder) + os.sep  # in-process envs put their folder on sys.path when loaded
+    sys.path[:] = [p for p in sys.path if not (p + os.sep).startswith(inside)]

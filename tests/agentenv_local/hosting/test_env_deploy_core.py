@@ -20,7 +20,8 @@ from kits.env_deploy import (
 def test_in_process_echo_deploys_serves_and_tears_down(session, tmp_path):
     put_env(session.store, "echo", EXAMPLES / "echo", module="server.py:Echo", environment_name="echo")
     envs = session.hub.envs
-    record = on_hub(session, envs.deploy("echo"))
+    # not pooled: a pooled instance's folder stays for the next deploy (tests/.../test_env_pool.py)
+    record = on_hub(session, envs.deploy("echo", pool=False))
     assert record["instance_id"].startswith("envi-") and len(record["instance_id"]) == 17
     assert record["mcp_url"] == record["gateway_url"] + "/mcp"
     assert record["gateway_url"].startswith("http://127.0.0.1:")
