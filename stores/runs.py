@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import duckdb
 
@@ -53,11 +53,16 @@ class RunStore:
 
     def update(self, run_id: str, changes: dict, rev: int | None = None) -> dict:
         """Merge `changes` into the run; `rev`, if given, must match the stored one."""
+        return self.update_with(run_id, lambda _current: changes, rev)
+
+    def update_with(self, run_id: str, change: Callable[[dict], dict], rev: int | None = None) -> dict:
+        """Merge `change(run)` into the run, read once under the lock: a read-modify-write (a step's
+        status in `steps`, say) in one read instead of a `get` and the `update`'s own."""
         with self._lock:
             current = self.get(run_id)
             if rev is not None and current["rev"] != rev:
                 raise ConflictError(f"run {run_id} changed since you read it (rev {current['rev']}, not {rev})")
-            merged = {**current, **changes, "rev": current["rev"] + 1}
+            merged = {**current, **change(current), "rev": current["rev"] + 1}
             body = {k: v for k, v in merged.items() if k not in _COLUMN_SET}
             sets = ", ".join(f"{c} = ?" for c in RUN_COLUMNS if c != "run_id")
             self._con.execute(

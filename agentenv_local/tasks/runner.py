@@ -367,10 +367,20 @@ class Runner:
 
     def _step_status(self, run_id: str, step_id: str, status: str, **fields: Any) -> None:
         """Set one step's status in the run record (a read-modify-write: run it through `_write`)."""
-        run = self.store.runs.get(run_id)
-        steps = run.get("steps") or {}
-        steps[step_id] = {**steps.get(step_id, {}), "status": status, **fields}
-        self.store.runs.update(run_id, {"steps": steps, "current_step": step_id if status == "running" else None})
+        def change(run: dict) -> dict:
+            steps = run.get("steps") or {}
+            steps[step_id] = {**steps.get(step_id, {}), "status": status, **fields}
+            return {"steps": steps, "current_step": step_id if status == "running" else None}
+        self._update_with(run_id, change)
+
+    def _update_with(self, run_id: str, change: Callable[[dict], dict]) -> None:
+        """Merge `change(run)` into the run: in one read where the store can (RunStore.update_with), else
+        a get and an update."""
+        update_with = getattr(self.store.runs, "update_with", None)
+        if update_with is not None:
+            update_with(run_id, change)
+        else:
+            self.store.runs.update(run_id, change(self.store.runs.get(run_id)))
 
     async def _drain(self, active: ActiveRun, running: dict[str, asyncio.Task]) -> list[str]:
         """Let the steps still going finish, and keep what they did (a retry must not run a
@@ -432,22 +442,23 @@ class Runner:
 
     def _record_finish(self, run_id: str, status: str, error: str | None, score: float | None, torn_down: bool,
                        state: dict) -> None:
-        run = self.store.runs.get(run_id)
-        finished = time.time()
-        steps = run.get("steps") or {}
-        for info in steps.values():
-            if status == "interrupted":  # resume runs it again; what never started stays waiting
-                if info.get("status") in ("running", "retrying"):
-                    info["status"] = "interrupted"
-            elif info.get("status") in ("waiting", "running", "retrying"):
-                info["status"] = "skipped"
-        self.store.runs.update(run_id, {
-            "status": status, "finished_at": finished, "score": score, "error": error, "steps": steps,
-            "current_step": None, "duration_s": round(finished - (run.get("started_at") or finished), 4),
-            "torn_down": torn_down,
-            "verifications": state["metadata"].get("verifications", {}),
-            "context": state,
-        })
+        def change(run: dict) -> dict:
+            finished = time.time()
+            steps = run.get("steps") or {}
+            for info in steps.values():
+                if status == "interrupted":  # resume runs it again; what never started stays waiting
+                    if info.get("status") in ("running", "retrying"):
+                        info["status"] = "interrupted"
+                elif info.get("status") in ("waiting", "running", "retrying"):
+                    info["status"] = "skipped"
+            return {
+                "status": status, "finished_at": finished, "score": score, "error": error, "steps": steps,
+                "current_step": None, "duration_s": round(finished - (run.get("started_at") or finished), 4),
+                "torn_down": torn_down,
+                "verifications": state["metadata"].get("verifications", {}),
+                "context": state,
+            }
+        self._update_with(run_id, change)
 
 
 def starting_state(context: Any, seed: dict | None, task: Task, start_step: int) -> dict:

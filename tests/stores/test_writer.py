@@ -60,3 +60,19 @@ def test_close_writes_what_is_queued_and_refuses_more(tmp_path):
         assert len(again.runs.journal("r1")) == 50
     finally:
         again.close()
+
+
+def test_update_with_merges_what_the_change_returns_from_one_read(store):
+    _run(store, "r1")
+    store.runs.update("r1", {"steps": {"a": {"status": "waiting"}}})
+
+    def change(run: dict) -> dict:
+        steps = run["steps"]
+        steps["a"] = {**steps["a"], "status": "passed"}
+        return {"steps": steps, "current_step": None}
+    merged = store.runs.update_with("r1", change)
+    assert merged["rev"] == 3 and merged["steps"] == {"a": {"status": "passed"}}
+    got = store.runs.get("r1")
+    assert got["steps"] == {"a": {"status": "passed"}} and got["current_step"] is None and got["task_id"] == "t"
+    with pytest.raises(NotFoundError):
+        store.runs.update_with("missing", change)

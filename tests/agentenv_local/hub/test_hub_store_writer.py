@@ -123,3 +123,38 @@ def test_sigkill_of_a_busy_hub_loses_no_reported_step_and_resume_runs_none_again
             assert entries == ["__seed__", "box", *QUICK, "wait", "after"], (run_id, entries)
     finally:
         hub.close()
+
+
+class _RunsWithoutUpdateWith:
+    """A store plugin's runs store that has only the interface's single calls (no update_with)."""
+
+    def __init__(self, runs):
+        self._runs = runs
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str):
+        if name == "update_with":
+            raise AttributeError(name)
+        self.calls.append(name)
+        return getattr(self._runs, name)
+
+
+def test_a_store_without_writer_or_update_with_runs_the_same_inline(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    hub = InProcessHub(project)
+    store = hub.store
+    writer, runs = store.writer, store.runs
+    plain = _RunsWithoutUpdateWith(runs)
+    try:
+        store.writer, store.runs = None, plain
+        batches = writer.batches
+        run = hub.run([_noop("a"), _noop("b")])
+        assert run["status"] == "passed"
+        assert {s: step_status(run, s) for s in "ab"} == {"a": "passed", "b": "passed"}
+        assert [e["step_id"] for e in runs.journal(run["run_id"])] == ["__seed__", "a", "b"]
+        assert writer.batches == batches  # nothing went through the writer
+        assert "update" in plain.calls and "journal_append" in plain.calls
+    finally:
+        store.writer, store.runs = writer, runs
+        hub.close()
