@@ -55,9 +55,10 @@ def test_fifty_concurrent_runs_record_complete_journals_and_ordered_events(tmp_p
             assert [k for k in kinds if k[0] in ("run.queued", "run.started", "step.started", "step.finished")] \
                 == expected
             assert kinds[-1] == ("run.finished", None)
-        # Each run made 1 + 2 per step + 1 writes through the writer; batching put many in one commit.
+        # Each run made 1 + 2 per step + 1 writes, all through the writer (how many share a commit depends
+        # on timing: tests/stores/test_writer.py counts the batching deterministically).
         writes = 50 * (1 + 2 * 5 + 1)
-        assert 0 < hub.store.writer.batches - batches_before < writes
+        assert 0 < hub.store.writer.batches - batches_before <= writes
     finally:
         hub.close()
 
