@@ -103,9 +103,22 @@ class DeployAgentStep(Step):
             problems.append("runtime: an agent at a2a_url is not started here; drop runtime")
         return problems
 
-    def agent_id(self, config: Any, run_agent: str | None = None) -> str:
-        """What to start: this step's a2a_agent_id, else the run's --agent, else [agents] default."""
+    def agent_id(self, config: Any, run_agent: str | None = None, solver: bool = False) -> str:
+        """What to start: the run's --agent for the solver (a step deploying the agent a prompt_agent prompts,
+        `solver`), else this step's a2a_agent_id, else the run's --agent, else [agents] default."""
+        if run_agent and solver:
+            return run_agent
         return self.a2a_agent_id or run_agent or config.get("agents.default") or "scripted"
+
+    def _is_solver(self, ctx: "StepContext") -> bool:
+        """Does this step deploy the run's solver (so --agent swaps its agent)? Read from the run's stored task."""
+        if not ctx.options.agent or not (self.a2a_agent_id or self.a2a_url):
+            return bool(ctx.options.agent)  # nothing to swap: --agent applies as to any step naming none
+        from agentenv_local.agents.registry import solver_step_ids
+
+        run = ctx.store.runs.get(ctx.run_id) or {}
+        doc = ctx.store.documents.find("tasks", run.get("task_id") or "", run.get("task_version"))
+        return doc is not None and self.id in solver_step_ids(doc["body"].get("steps") or [])
 
     def _needs_model(self, agent_id: str) -> bool:
         return agent_id in MODEL_AGENTS and not self.a2a_url and not self.config.get("base_url")
@@ -145,26 +158,40 @@ class DeployAgentStep(Step):
                     raise StepError(f"step {self.id!r}: an agent named {self.agent_name!r} is already deployed "
                                     f"(by step {record.get('step_id')!r})", hint="give this one another agent_name")
         instance_id = f"agent-{uuid.uuid4().hex[:12]}"
-        agent_id = self.agent_id(ctx.services.config, ctx.options.agent)
+        solver = self._is_solver(ctx)
+        agent_id = self.agent_id(ctx.services.config, ctx.options.agent, solver)
+        swapped = solver and bool(ctx.options.agent) and bool(self.a2a_agent_id or self.a2a_url)  # --agent's
         try:
-            stored = registry.resolve(ctx.store, agent_id, self.a2a_agent_version)
+            stored = registry.resolve(ctx.store, agent_id, None if swapped else self.a2a_agent_version)
+            record_config = registry.resolved_config(ctx.services.config, agent_id, stored["config"])
         except AgentenvError as exc:
             raise StepError(f"step {self.id!r}: {exc.message}", hint=exc.hint) from exc
-        config = {**stored["config"], **self._agent_config(ctx, agent_id)}
+        # a bundle's agent whose spec is a model agent (claude-code, ...) gets the [model] endpoint as it would
+        config = {**record_config, **self._agent_config(ctx, stored["spec"] if stored["spec"] in MODEL_AGENTS
+                                                        else agent_id)}
         hosted = None
-        a2a_url = self.a2a_url or stored["url"]
+        a2a_url = (None if swapped else self.a2a_url) or stored["url"]
         if a2a_url:
             url, runtime = a2a_url.rstrip("/"), "url"
         else:
-            spec = resolve_spec(stored["spec"])
             runtime = "in_hub" if self.runtime == "auto" else self.runtime
+            if stored.get("image") or stored.get("command"):  # they serve A2A themselves
+                runtime = "container" if stored.get("image") else "command"
             try:
-                if runtime == "container":
+                if runtime == "command":
+                    from agentenv_local.hosting.agents.command import spawn_command
+
+                    hosted = await spawn_command(stored["command"], cwd=stored.get("cwd"),
+                                                 env_vars={**stored["env_vars"], **self.env_vars},
+                                                 log_path=ctx.services.paths.logs_dir / f"{instance_id}.log",
+                                                 timeout=self.ready_timeout_seconds, name=agent_id)
+                elif runtime == "container":
                     hosted = await self._start_container(ctx, stored, instance_id)
                 elif runtime == "in_hub":
-                    hosted = await serve_in_hub(spec, {})
+                    hosted = await serve_in_hub(resolve_spec(stored["spec"]), {})
                 else:
-                    hosted = await spawn(spec, {}, env_vars={**stored["env_vars"], **self.env_vars},
+                    hosted = await spawn(resolve_spec(stored["spec"]), {},
+                                         env_vars={**stored["env_vars"], **self.env_vars},
                                          log_path=ctx.services.paths.logs_dir / f"{instance_id}.log",
                                          timeout=self.ready_timeout_seconds)
             except AgentenvError as exc:
@@ -225,7 +252,7 @@ class DeployAgentStep(Step):
 
         # The run's --sandbox, else the step's own; a container agent needs a container provider: podman.
         provider = ctx.sandbox_provider(ctx.chosen_sandbox_type(self.sandbox_type, "container") or "podman")
-        image, command = self.image, None
+        image, command = self.image or stored.get("image"), None
         if image is None:
             image = await asyncio.to_thread(provider.runtime_image)
             command = ["python", "-m", "agentenv_local.agents", stored["spec"], "--host", "0.0.0.0", "--port", "8000"]
