@@ -149,6 +149,52 @@ def project_containers(project: Path) -> list[str]:
     return out.split()
 
 
+PHASES = r"""
+import asyncio, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+t = time.perf_counter()
+import podman  # noqa: F401
+from agentenv_local.sandbox_api import SandboxSpec
+from sandboxes.podman import PodmanSandboxProvider
+out = {"import podman-py": time.perf_counter() - t}
+
+async def main():
+    provider = PodmanSandboxProvider(Path(sys.argv[1]), {"pool_size": 0})
+    t = time.perf_counter()
+    await asyncio.to_thread(provider.ready)
+    out["find the running service (pid, socket, ping)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    await asyncio.to_thread(provider.image_for, SandboxSpec(name="box"))
+    out["the image exists (asked of the service)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    sandbox = await provider.create(SandboxSpec(name="box"))
+    out["create + start + exec agent ready"] = time.perf_counter() - t
+    t = time.perf_counter()
+    await sandbox.terminate()
+    out["terminate (removal handed to a detached process)"] = time.perf_counter() - t
+    provider.wait_removals()
+
+asyncio.run(main())
+for name, took in out.items():
+    print(f"{took:.4f} {name}")
+"""
+
+
+def one_shot_phases(project: Path, rounds: int) -> dict[str, float]:
+    """Where a one-shot podman command's extra time goes: its podman phases, p50 over `rounds` processes."""
+    taken: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        proc = subprocess.run([sys.executable, "-c", PHASES, str(project / ".agentenv"), str(ROOT)],
+                              capture_output=True, text=True, env=_cli_env())
+        if proc.returncode != 0:
+            raise SystemExit(f"the phase breakdown failed:\n{proc.stderr}")
+        for line in proc.stdout.splitlines():
+            took, name = line.split(" ", 1)
+            taken.setdefault(name, []).append(float(took))
+    return {name: statistics.median(values) for name, values in taken.items()}
+
+
 def one_shot_commands(builds: dict[str, Path], rounds: int) -> None:
     """`run hello` podman vs process per build, every command interleaved with the others'."""
     root = Path(tempfile.mkdtemp(prefix="agentenv-bench-oneshot-"))
@@ -162,6 +208,7 @@ def one_shot_commands(builds: dict[str, Path], rounds: int) -> None:
         for _ in range(rounds):
             for (build, sandbox), folder in projects.items():
                 times[(build, sandbox)].append(one_shot(builds[build], folder, sandbox))
+        phases = one_shot_phases(projects[("after", "podman")], max(3, rounds // 2))
         leaks = {}
         deadline = time.monotonic() + 30
         for (build, sandbox), folder in projects.items():  # removals run detached: give them a moment
@@ -180,6 +227,9 @@ def one_shot_commands(builds: dict[str, Path], rounds: int) -> None:
         row(f"{build}: --sandbox process", "-", f"{ms(proc_p50):.0f} ms")
         row(f"{build}: --sandbox podman (containers left after: {leaks[(build, 'podman')]})", "<= 1.3x",
             f"{ms(pod_p50):.0f} ms", f"{ratio:.2f}x {'PASS' if ratio <= 1.3 else 'MISS'}")
+    print("where a podman command's extra time goes (after; p50, each phase in a fresh process):")
+    for name, took in phases.items():
+        row(f"  {name}", "-", f"{ms(took):.0f} ms")
     if len(builds) > 1:
         ours, *others = builds
         for other in others:
