@@ -1,0 +1,194 @@
+"""The CLI-agent images: the env runtime image plus Node and one coding CLI, for CLI agents in containers.
+
+    ref = ensure_agent_image(provider, "claude-code")   # localhost/agentenv/agent-claude-code:<digest>
+
+Built through the sandbox provider's image interface (`runtime_image`, `list_images`, `build_image`; Podman's
+is sandboxes/podman). What goes in: the env runtime image (agentenv-local in /opt/agentenv), this machine's `node`
+binary with the shared libraries it needs beyond glibc (copied to /usr/local/lib/agentenv-node, registered
+with ldconfig), and the CLI's npm install from the setup cache (.cache/agent-clis/NAME, the exact pinned
+packages scripts/setup-agent-clis.sh installed from the npm registry) at /opt/agent-clis/NAME, its
+node_modules/.bin on PATH. The build needs no network, nor does the agent in it afterwards.
+
+Why the setup cache and not an `npm install` inside the build: the build then needs no network and no npm,
+and the packages in the image are byte for byte the ones the host tests run (see docs/sandboxes.md for the
+measured build times).
+
+The tag is a digest of the runtime image's ref, the node binary, the CLI's lock file and this recipe: an
+unchanged input finds its image and builds nothing; a changed one builds a new tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentenv_local.errors import AgentenvError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+CLI_CACHE = PROJECT_ROOT / ".cache" / "agent-clis"  # what scripts/setup-agent-clis.sh fills
+
+CLI_ROOT = "/opt/agent-clis"
+IMAGE_REPO = "localhost/agentenv"  # where a provider's build_image tags NAME:VERSION
+NODE_LIBS = "/usr/local/lib/agentenv-node"
+# The CLIs an image can carry: agent name -> (setup cache folder, executable). OpenHands is a Python 3.12
+# venv, which the Python 3.11 base image cannot run, so it has no image.
+CLI_BINARIES: dict[str, tuple[str, str]] = {
+    "claude-code": ("claude-code", "claude"),
+    "codex": ("codex", "codex"),
+    "gemini": ("gemini", "gemini"),
+    "opencode": ("opencode", "opencode"),
+    "pi": ("pi", "pi"),
+}
+CLI_AGENTS = (*CLI_BINARIES, "openhands")  # every coding-CLI agent: openhands to say it has no image
+# glibc's own libraries: the image's glibc serves them (the host's must be no newer than the image's).
+_GLIBC = ("libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-linux", "linux-vdso")
+
+_RUNTIME_PATH = "/opt/agentenv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the runtime's
+
+CONTAINERFILE = f"""\
+ARG RUNTIME
+FROM ${{RUNTIME}}
+COPY node/ {NODE_LIBS}/
+COPY cli/ {CLI_ROOT}/@CLI@/
+RUN mv {NODE_LIBS}/node /usr/local/bin/node \\
+ && echo {NODE_LIBS} > /etc/ld.so.conf.d/agentenv-node.conf && ldconfig \\
+ && node --version \\
+ && HOME=/tmp {CLI_ROOT}/@CLI@/node_modules/.bin/@BINARY@ --version
+ENV PATH={CLI_ROOT}/@CLI@/node_modules/.bin:{_RUNTIME_PATH}
+"""
+
+
+def containerfile(agent: str) -> str:
+    """The recipe of `agent`'s image (its folder and executable written in: ARGs end at FROM)."""
+    return CONTAINERFILE.replace("@CLI@", agent).replace("@BINARY@", CLI_BINARIES[agent][1])
+
+
+class AgentImageError(AgentenvError):
+    """A CLI-agent image could not be built."""
+
+
+def cli_cache(agent: str) -> Path:
+    """The setup cache folder of `agent`'s CLI; one clear error when it has no image or no install."""
+    if agent not in CLI_BINARIES:
+        raise AgentImageError(f"no CLI-agent image for {agent!r}",
+                              hint="one of: " + ", ".join(CLI_BINARIES) + " (openhands needs Python 3.12, "
+                                   "which the base image lacks: run it on the host)")
+    folder, binary = CLI_BINARIES[agent]
+    path = CLI_CACHE / folder
+    if not (path / "node_modules" / ".bin" / binary).exists():
+        raise AgentImageError(f"the {agent} CLI is not in the setup cache ({path})",
+                              hint="run scripts/setup-agent-clis.sh (it installs the pinned CLIs from npm)")
+    return path
+
+
+def node_binary() -> Path:
+    found = shutil.which("node")
+    if not found:
+        raise AgentImageError("no `node` on this machine to put in the CLI-agent image",
+                              hint="install Node.js 20 or newer (scripts/setup.sh --test does)")
+    return Path(found).resolve()
+
+
+def node_libraries(node: Path) -> list[Path]:
+    """The shared libraries `node` links beyond glibc (libstdc++, libgcc_s, ...), as `ldd` resolves them."""
+    proc = subprocess.run(["ldd", str(node)], check=False, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise AgentImageError(f"cannot list the libraries of {node}: {proc.stderr.strip() or proc.stdout.strip()}",
+                              hint="the node binary must be a dynamically linked ELF of this machine")
+    out = []
+    for line in proc.stdout.splitlines():
+        name, _, rest = line.strip().partition(" => ")
+        target = rest.split(" (", 1)[0].strip()
+        if target and not name.startswith(_GLIBC) and os.path.isabs(target):
+            out.append(Path(target))
+    return out
+
+
+def agent_digest(agent: str, runtime_ref: str) -> str:
+    cache = cli_cache(agent)
+    node = node_binary()
+    h = hashlib.sha256()
+    h.update(f"agent\0{agent}\0runtime\0{runtime_ref}\0containerfile\0{containerfile(agent)}\0".encode())
+    for lock in (cache / "package.json", cache / "node_modules" / ".package-lock.json"):
+        h.update(f"file\0{lock.name}\0".encode() + (lock.read_bytes() if lock.is_file() else b""))
+    with node.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def agent_image_name(agent: str) -> str:
+    return f"agent-{agent}"
+
+
+def _copy_tree(source: Path, into: Path) -> None:
+    """Hard links where the file system allows (the cache is hundreds of MB), copies elsewhere."""
+    def link_or_copy(src: str, dst: str) -> object:
+        try:
+            os.link(src, dst)
+            return dst
+        except OSError:
+            return shutil.copy2(src, dst)
+
+    shutil.copytree(source, into, symlinks=True, copy_function=link_or_copy,
+                    ignore=shutil.ignore_patterns(".install-stats"))
+
+
+def _images(provider: Any, attempts: int = 3) -> list[dict[str, Any]]:
+    """The provider's images; a listing that raced another process removing an image is asked again."""
+    for attempt in range(attempts):
+        try:
+            return list(provider.list_images())
+        except AgentenvError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+    return []
+
+
+def ensure_agent_image(provider: Any, agent: str, *, on_line: Callable[[str], None] | None = None) -> str:
+    """The CLI-agent image of `agent` (a name in CLI_BINARIES) in `provider`'s image store, built first when
+    its inputs have none yet. Blocking (builds take a while): call it off the event loop."""
+    try:
+        return _ensure(provider, agent, on_line)
+    except AgentImageError as exc:
+        if "STEP 1/" not in exc.message:
+            raise
+        # Its FROM was gone: another process built a newer runtime image and untagged ours meanwhile.
+        return _ensure(provider, agent, on_line)
+
+
+def _ensure(provider: Any, agent: str, on_line: Callable[[str], None] | None) -> str:
+    cache = cli_cache(agent)
+    runtime = provider.runtime_image(on_line=on_line)
+    name = agent_image_name(agent)
+    version = agent_digest(agent, runtime)[:16]
+    ref = f"{IMAGE_REPO}/{name}:{version}"
+    if any(ref in (row.get("tags") or []) for row in _images(provider)):
+        return ref
+    say = on_line or (lambda _line: None)
+    say(f"building the CLI-agent image {name}:{version} (Node and the {agent} CLI on the env runtime; once per change)")
+    node = node_binary()
+    # The context beside the cache, so its hundreds of MB are hard links rather than copies.
+    with tempfile.TemporaryDirectory(prefix=".image-", dir=cache.parent.parent) as tmp:
+        context = Path(tmp)
+        (context / "node").mkdir()
+        shutil.copy2(node, context / "node" / "node")
+        for lib in node_libraries(node):
+            shutil.copy2(lib, context / "node" / lib.name)
+        _copy_tree(cache, context / "cli")
+        (context / "Containerfile").write_text(containerfile(agent))
+        try:
+            built = provider.build_image(name, version, context, build_args={"RUNTIME": runtime}, on_line=on_line)
+        except AgentenvError as exc:
+            raise AgentImageError(f"building the {agent} CLI-agent image failed: {exc.message}",
+                                  problems=getattr(exc, "problems", None),
+                                  hint="see the build's output above") from exc
+    return str(built["ref"])
