@@ -101,15 +101,19 @@ def _rfc3339(value: Any) -> Any:
 
 
 class Runtime:
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: Env, name: str | None = None) -> None:
+        """`name`: the env's name, as ENVIRONMENT_NAME would give it (an env the hub loads names it so)."""
         self.env = env
         cls = type(env)
         spec = getattr(cls, _SPEC_ATTR)
         config = dict(getattr(cls, _CARD_ATTR, None) or {})
-        self.name: str = (os.environ.get("ENVIRONMENT_NAME") or config.get("name") or cls.environment_name
+        self.name: str = (name or os.environ.get("ENVIRONMENT_NAME") or config.get("name") or cls.environment_name
                           or cls.__name__)
         self.description: str | None = config.get("description") or cls.environment_description
         self.in_thread = bool(cls.sync_handlers_in_thread)
+        # set when the env is loaded into the hub (hosting/envs/hub_guard.InHubGuard): its handlers then run
+        # off the hub's loop, each tool call with a deadline
+        self.guard: Any = None
         self._config = config
         self.tools: dict[str, ServedTool] = {}
         for defn in spec.tools:
@@ -191,6 +195,12 @@ class Runtime:
     # --- running handlers -----------------------------------------------------------------------------------
 
     async def invoke(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Call a handler: through the hub's guard for an env loaded in the hub, else :meth:`invoke_here`."""
+        if self.guard is not None:
+            return await self.guard.invoke(getattr(fn, "__name__", "handler"), fn, args, kwargs)
+        return await self.invoke_here(fn, *args, **kwargs)
+
+    async def invoke_here(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         """Call a handler: async ones awaited, sync ones inline (or on a worker thread, if the env asks)."""
         if inspect.iscoroutinefunction(fn):
             return await fn(*args, **kwargs)
@@ -215,7 +225,8 @@ class Runtime:
             arguments = {}
         ctx = ToolContext.from_request(name, arguments if isinstance(arguments, dict) else {}, meta=meta,
                                        headers=headers, transport=transport)
-        result = await self._dispatch(served, name, arguments, ctx)
+        dispatch = self._dispatch(served, name, arguments, ctx)
+        result = await (dispatch if self.guard is None else self.guard.call(name, dispatch))
         changes = ctx.changes
         if changes:  # the rows the call recorded ride in the result's _meta (none: no key at all)
             result["_meta"] = {**(result.get("_meta") or {}), **changes.meta()}
@@ -278,7 +289,7 @@ class Runtime:
         self._users += 1
         if self._users == 1:
             try:
-                await self.invoke(self.env.on_startup)
+                await self.invoke_here(self.env.on_startup)
             except BaseException:
                 self._users -= 1
                 raise
@@ -286,7 +297,7 @@ class Runtime:
     async def shutdown(self) -> None:
         self._users = max(0, self._users - 1)
         if self._users == 0:
-            await self.invoke(self.env.on_shutdown)
+            await self.invoke_here(self.env.on_shutdown)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -51,6 +51,7 @@ __all__ = ["ChildError", "ChildSpec", "Gateway", "GatewayError", "ToolNameClash"
 MODES = ("performance", "consistent")
 VIRTUAL_TIME_META_KEY = "agentenv.io/virtual_time"
 TOOL_CALL_TIMEOUT_S = 600.0  # as the reference: /step answers 504 past it
+ADVANCE_SETTLE_S = 10.0  # advance_clock waits this long at most for the fires it started to finish
 CLASH_FIX = ("serve each server's tools under a prefix (Gateway(prefix_tools=True), per-server prefixes, or "
              "--prefix-tools), or rename one of the tools")
 
@@ -664,6 +665,10 @@ class Gateway:
         self.clock.advance(seconds)
         self._state_changed("clock")
         await self.engine.tick()
+        # the fires that came due finish before it answers (an in-hub env's sync tools run on a thread of their
+        # own: a fire's tool call takes more than the loop's turn); one that outlasts the bound keeps running
+        with contextlib.suppress(TimeoutError):
+            await self.engine.drain(ADVANCE_SETTLE_S)
         return self.clock.state()
 
     async def child_card(self, child: Child) -> dict | None:

@@ -3,7 +3,8 @@ through compat/reference_server.py with agentenv's stand-in for `agentenv_protoc
 missing. On a sandbox provider that runs containers (the deploy's sandbox_type: `podman`, which the reference's
 `local` is for containers) it runs in a container of agentenv's runtime image, with the env's files written
 into its /app; otherwise (no sandbox_type, or `process`) as a subprocess, as a `command` env does. The folder's
-Dockerfile is never built: its base image comes from a registry."""
+Dockerfile is never built: its base image comes from a registry. Not in a container, it is loaded into the hub
+instead when it can be (reference_in_hub.py: no env_vars, nothing started at import), as a module env is."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from agentenv_local.compat.reference_envs import LAUNCHER, SERVER_FILE
 from agentenv_local.http_guard import ADMIN_TOKEN_ENV
 
 from .containers import CONTAINER_PORT, ContainerChildren, container_problem, remove_containers, wait_container
+from .in_hub import InHubProvider
 from .instance import DeployError, Instance
 from .providers import EnvHost, EnvProvider
 from .records import McpServerEnv
+from .reference_in_hub import ensure_stand_in, in_hub_class
 from .subprocesses import start_subprocess_child, stop_subprocesses
 
 APP = "/app"
@@ -34,10 +37,16 @@ class ReferenceServerProvider(EnvProvider):
     def __init__(self, host: EnvHost):
         super().__init__(host)
         self.containers = ContainerChildren(host.paths, host.services)
+        self.in_hub = InHubProvider(host)
 
     async def start(self, inst: Instance, child_name: str, where: str, server: McpServerEnv) -> tuple[Any, dict]:
         folder = self.host.materialize(inst, child_name, server)
         if not self._in_container(inst):
+            cls = None if server.env_vars else in_hub_class(folder)
+            if cls is not None:  # its Env class, loaded as `module = "server.py:<cls>"` would be
+                ensure_stand_in()
+                module = server.model_copy(update={"command": None, "module": f"{SERVER_FILE}:{cls}"})
+                return await self.in_hub.start_in(inst, child_name, where, folder, module, apart=server, named=True)
             return await start_subprocess_child(inst, child_name, where, folder, server, self.host.ready_timeout)
         from agentenv_local.errors import AgentenvError
         from agentenv_local.sandbox_api import SandboxSpec
@@ -81,6 +90,7 @@ class ReferenceServerProvider(EnvProvider):
         return cls is not None and "container" in getattr(cls, "supported_modes", ())
 
     async def stop(self, inst: Instance) -> None:
+        await self.in_hub.stop(inst)
         await stop_subprocesses(inst)
         await remove_containers(inst)
 

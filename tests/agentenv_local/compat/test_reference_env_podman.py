@@ -1,7 +1,8 @@
 """The reference's env folders in Podman: with a container sandbox provider (`--sandbox podman`, or the reference's
 `sandbox_type: "local"`, which is podman for containers) their server.py runs in a container of agentenv's
 runtime image with the stand-in for agentenv_protocol, reached through the gateway by our MCP client, and the
-container is removed at teardown; `--sandbox process` keeps it a subprocess. Real Podman, real `agentenv`."""
+container is removed at teardown; `--sandbox process` loads it into the hub (issue 16: where it can be, else a
+subprocess). Real Podman, real `agentenv`."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _run(tmp_path, name: str, *flags: str) -> dict:
 
 @pytest.mark.parametrize(("name", "flags", "kind"), [
     ("echo-mcp", (), "container"),  # its deploy_env says sandbox_type "local": podman, for a container
-    ("echo-mcp", ("--sandbox", "process"), "subprocess"),
+    ("echo-mcp", ("--sandbox", "process"), "in_process"),
     ("mail-mcp", ("--sandbox", "podman"), "container"),
 ])
 def test_the_reference_bundle_runs_unchanged_on_podman_or_not(tmp_path, podman_base_image, name, flags, kind):
