@@ -1,4 +1,4 @@
-"""The Podman sandbox provider (podman-py on the Podman REST service), its image store and warm pool."""
+"""The Podman sandbox provider (on the Podman REST service: libpod.py, podman-py), its images and warm pool."""
 
 from .provider import PodmanSandbox, PodmanSandboxProvider
 

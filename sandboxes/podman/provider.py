@@ -63,6 +63,7 @@ from .engine import (
     podman_env,
     run_podman,
 )
+from .libpod import LibpodClient, create_spec
 from .pool import WarmPool
 from .readiness import SETUP_HINT, mark_set_up, marker_path, not_ready_reason
 from .service import PodmanService
@@ -82,6 +83,7 @@ HOST_ACCESS_NETWORK = ("slirp4netns", {"slirp4netns": ["allow_host_loopback=true
 USERNS_BASE = 1_000_000_000
 USERNS_SIZE = 65536
 CPU_PERIOD_US = 100_000
+CPU_RECHECK_S = 0.2  # only when a container's cgroup shows no CPU quota (see _create_and_start_as)
 
 
 # -- who made a container ------------------------------------------------------------------
@@ -110,12 +112,12 @@ def owner_alive(token: str | None) -> bool:
     return pid_alive(pid) and started in ("?", _start_time(pid))
 
 
-def _still_running(container: Any) -> bool:
+def _still_running(api: LibpodClient, container_id: str) -> bool:
     try:
-        container.reload()
+        attrs = api.inspect_container(container_id)
     except Exception:  # removed meanwhile: not running
         return False
-    return bool(((container.attrs or {}).get("State") or {}).get("Running"))
+    return bool((attrs.get("State") or {}).get("Running"))
 
 
 def cgroup_cpu_limit(pid: int) -> float | None:
@@ -330,7 +332,7 @@ class PodmanSandboxProvider(SandboxProvider):
             reason = not_ready_reason(self.config)
             if reason is not None:
                 return reason
-            self.service.client()
+            self.service.api()
         except AgentenvError as exc:
             return exc.message
         return None
@@ -342,7 +344,17 @@ class PodmanSandboxProvider(SandboxProvider):
             print(line, file=sys.stderr, flush=True)
 
     def ready(self) -> Any:
-        """Make sure the base image exists, this machine's fixes are known and the service answers."""
+        """Make sure the base image exists, this machine's fixes are known and the service answers; its
+        podman-py client."""
+        self._set_up()
+        return self.service.client()
+
+    def api(self) -> LibpodClient:
+        """As ready(), with the small client making a sandbox needs (no podman-py import: see libpod.py)."""
+        self._set_up()
+        return self.service.api()
+
+    def _set_up(self) -> None:
         if not self._ready_done:
             if not self.config.get("containers_conf") and not marker_path().exists():
                 # built (or found) with the podman CLI: no service is started before the fixes are known
@@ -353,7 +365,6 @@ class PodmanSandboxProvider(SandboxProvider):
                 # them: every container it starts would fail (`error setting rlimit ...`). Restart it.
                 self.service.stop()
             self._ready_done = True
-        return self.service.client()
 
     def image_for(self, spec: SandboxSpec) -> str:
         """The image a spec runs: its own (which must be local), else the base image."""
@@ -380,7 +391,7 @@ class PodmanSandboxProvider(SandboxProvider):
         if not self._ready_done:
             return images.exists(ref, self.config)
         try:
-            return bool(self.ready().images.exists(ref))
+            return self.api().image_exists(ref)
         except AgentenvError:
             raise
         except Exception:  # the API failed in a way the CLI may not: let the CLI answer
@@ -399,7 +410,7 @@ class PodmanSandboxProvider(SandboxProvider):
     async def create(self, spec: SandboxSpec) -> PodmanSandbox:
         self._check_spec(spec)
         if not self._ready_done:
-            await asyncio.to_thread(self.ready)
+            await asyncio.to_thread(self.api)
         image = await asyncio.to_thread(self.image_for, spec)
         if self.pool.eligible(spec):
             sandbox = await self.pool.acquire(spec, image)
@@ -466,7 +477,7 @@ class PodmanSandboxProvider(SandboxProvider):
             if owner is None or isinstance(exc, CpuNotEnforced):
                 raise
             with contextlib.suppress(Exception):
-                self.ready().containers.get(sandbox_id).remove(force=True)
+                self.ready().containers.get(sandbox_id).remove(force=True)  # rare: podman-py is fine here
             # Without a user namespace it may still run: then this machine cannot map uids; say so once.
             ports = self._create_and_start_as(None, sandbox_id, spec, image, folder, socket_channel, pooled)
             self._userns_failed = exc.message
@@ -476,7 +487,7 @@ class PodmanSandboxProvider(SandboxProvider):
 
     def _create_and_start_as(self, owner: tuple[int, int] | None, sandbox_id: str, spec: SandboxSpec, image: str,
                              folder: Path, socket_channel: bool, pooled: bool) -> dict[str, str]:
-        client = self.ready()
+        api = self.api()
         labels = {L_PROJECT: self.project, L_SANDBOX: sandbox_id, L_NAME: spec.name, L_RUN: spec.run_id or "",
                   L_OWNER: owner_token(), L_POOL: "1" if pooled else "", **spec.labels}
         # nosuid,nodev: a setuid file or a device node the container makes in /app means nothing here
@@ -503,23 +514,29 @@ class PodmanSandboxProvider(SandboxProvider):
         if spec.exposed_ports:
             kwargs["ports"] = {f"{p}/tcp": ("127.0.0.1", 0) for p in spec.exposed_ports}  # 0: any free port
         try:
-            container = client.containers.create(
+            # the keywords of podman-py's containers.create(), rendered as it renders them (libpod.py)
+            container_id = api.create_container(create_spec(
                 image, name=sandbox_id, labels=labels, mounts=mounts, volumes=volumes, network_mode=network,
                 init=True, stop_timeout=1, read_only=read_only, cap_drop=["ALL"],
                 no_new_privileges=True, mem_limit=f"{spec.memory_mb}m",
-                # podman-py ignores nano_cpus: the quota must be given as quota/period
+                # the quota is given as quota/period (podman-py ignores nano_cpus)
                 cpu_period=CPU_PERIOD_US, cpu_quota=max(1000, round(spec.cpu * CPU_PERIOD_US)),
                 pids_limit=int(spec.pids or self.config.get("pids", DEFAULT_PIDS)),
-                environment=dict(spec.env_vars), working_dir=APP, **kwargs)
-            container.start()
-            container.reload()
+                environment=dict(spec.env_vars), working_dir=APP, **kwargs))
+            api.start_container(container_id)
+            attrs = api.inspect_container(container_id)
         except Exception as exc:
             message = _api_message(exc)
             raise StepError(f"podman could not start a container from {image}: {message}",
                             hint=_start_failure_hint(message)) from exc
-        pid = ((container.attrs or {}).get("State") or {}).get("Pid") or 0
+        pid = (attrs.get("State") or {}).get("Pid") or 0
         applied = cgroup_cpu_limit(int(pid)) if pid else None
-        if applied is not None and applied <= 0 and _still_running(container):
+        if applied is not None and applied <= 0:
+            # a container exiting at start can show a half torn-down cgroup while podman still calls it running
+            # (made within ms, it is caught mid-exit): look again once it had a moment to finish exiting
+            time.sleep(CPU_RECHECK_S)
+            applied = cgroup_cpu_limit(int(pid))
+        if applied is not None and applied <= 0 and _still_running(api, container_id):
             # asked for, not enforced: refuse rather than pretend (a container that already exited is reported
             # by the caller with its logs; its cgroup may be gone or half torn down)
             raise CpuNotEnforced(f"sandbox {sandbox_id}: podman did not apply the CPU limit ({spec.cpu} CPUs): the "
@@ -528,7 +545,7 @@ class PodmanSandboxProvider(SandboxProvider):
                                  "or use a machine with cgroups v2")
         if not spec.exposed_ports:
             return {}
-        bound = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+        bound = (attrs.get("NetworkSettings") or {}).get("Ports") or {}
         ports = {}
         for port in spec.exposed_ports:
             for binding in bound.get(f"{port}/tcp") or []:
@@ -563,10 +580,10 @@ class PodmanSandboxProvider(SandboxProvider):
 
     def _state(self, sandbox_id: str) -> dict:
         try:
-            container = self.ready().containers.get(sandbox_id)
+            attrs = self.api().inspect_container(sandbox_id)
         except Exception:  # gone, or never made: no state
             return {}
-        return (container.attrs or {}).get("State") or {}
+        return attrs.get("State") or {}
 
     def _logs_suffix(self, sandbox_id: str) -> str:
         text = self.logs(sandbox_id, 30).strip()

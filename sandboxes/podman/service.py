@@ -1,4 +1,4 @@
-"""The Podman REST service that podman-py talks to.
+"""The Podman REST service the provider talks to (through libpod.py, and podman-py for the rest).
 
 A configured `socket` (say, your own `podman system service`) is used as it is. Otherwise the project
 has one service of its own on `<state_dir>/podman/podman.sock`, shared by every process of the project:
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentenv_local.paths import short_socket_path
 
 from .engine import PodmanUnavailable, conf_path, podman_binary, podman_env
+from .libpod import LibpodClient
 
 if TYPE_CHECKING:
     import podman
@@ -94,6 +95,7 @@ class PodmanService:
         self._pid: int | None = None  # the service's pid, whoever started it
         self._unmanaged = False  # a service on our socket that no service.json describes: used as it is
         self._client: podman.PodmanClient | None = None
+        self._answering = False  # found answering (or started) since the last close: a pid check is enough
         self._lock = threading.Lock()
 
     @property
@@ -103,11 +105,8 @@ class PodmanService:
     def _answers(self) -> bool:
         if not self.socket.exists():
             return False
-        import podman
-
-        try:
-            with podman.PodmanClient(base_url=self.base_url, timeout=PING_TIMEOUT_S) as client:
-                return bool(client.ping())
+        try:  # over our own small client: finding the service does not import podman-py
+            return LibpodClient(self.socket).ping(PING_TIMEOUT_S)
         except Exception:  # any failure means "does not answer"
             return False
 
@@ -122,21 +121,34 @@ class PodmanService:
     def client(self) -> Any:
         """A podman-py client on a service that answers (starting one if needed)."""
         with self._lock:
-            if self._client is not None and (self.external or self._alive()):
-                return self._client
-            self._close_client()
-            if self.external:
-                if not self._answers():
-                    raise PodmanUnavailable(f"the Podman service at {self.socket} does not answer",
-                                            hint="start it (`podman system service --time=0 unix://"
-                                                 f"{self.socket} &`) or drop the `socket` setting")
-            else:
-                with self._start_lock():
-                    self._find_or_start()
-            import podman
+            self._ensure_answering()
+            if self._client is None:
+                import podman
 
-            self._client = podman.PodmanClient(base_url=self.base_url, timeout=120)
+                self._client = podman.PodmanClient(base_url=self.base_url, timeout=120)
             return self._client
+
+    def api(self) -> LibpodClient:
+        """Our small client (libpod.py) on a service that answers (starting one if needed): what making a
+        sandbox needs, without importing podman-py."""
+        with self._lock:
+            self._ensure_answering()
+            return LibpodClient(self.socket)
+
+    def _ensure_answering(self) -> None:
+        """With self._lock held: find the service (or start one) unless it was found and is still there."""
+        if self._answering and (self.external or self._alive()):
+            return
+        self._close_client()
+        if self.external:
+            if not self._answers():
+                raise PodmanUnavailable(f"the Podman service at {self.socket} does not answer",
+                                        hint="start it (`podman system service --time=0 unix://"
+                                             f"{self.socket} &`) or drop the `socket` setting")
+        else:
+            with self._start_lock():
+                self._find_or_start()
+        self._answering = True
 
     @contextlib.contextmanager
     def _start_lock(self) -> Iterator[None]:
@@ -216,6 +228,7 @@ class PodmanService:
                                      "see `podman info`")
 
     def _close_client(self) -> None:
+        self._answering = False
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
