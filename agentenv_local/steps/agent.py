@@ -148,7 +148,7 @@ class DeployAgentStep(Step):
     async def execute(self, ctx: "StepContext") -> None:
         from agentenv_local.agents import registry
         from agentenv_local.agents.client import A2AClient
-        from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub, spawn
+        from agentenv_local.hosting.agents.hosted import resolve_spec, runs_in_container, serve_in_hub, spawn
 
         for record in ctx.state.get("deployed_agents", []):
             if record.get("agent_name") == self.agent_name and not record.get("torn_down"):
@@ -175,6 +175,9 @@ class DeployAgentStep(Step):
             url, runtime = a2a_url.rstrip("/"), "url"
         else:
             runtime = "in_hub" if self.runtime == "auto" else self.runtime
+            if self.runtime == "auto" and runs_in_container(
+                    stored["spec"], ctx.chosen_sandbox_type(self.sandbox_type, "container")):
+                runtime = "container"  # a coding-CLI agent under --sandbox podman: in its CLI-agent image
             if stored.get("image") or stored.get("command"):  # they serve A2A themselves
                 runtime = "container" if stored.get("image") else "command"
             try:
@@ -247,14 +250,15 @@ class DeployAgentStep(Step):
     async def _start_container(self, ctx: "StepContext", stored: dict, instance_id: str) -> Any:
         """The agent in a Podman container: the image's own A2A server (A2A_PORT), or for built-in and
         module agents `python -m agentenv_local.agents SPEC` in the env runtime image."""
-        from agentenv_local.hosting.agents.hosted import ContainerAgent
+        from agentenv_local.hosting.agents.hosted import ContainerAgent, cli_agent_image
         from agentenv_local.sandbox_api import SandboxSpec
 
         # The run's --sandbox, else the step's own; a container agent needs a container provider: podman.
         provider = ctx.sandbox_provider(ctx.chosen_sandbox_type(self.sandbox_type, "container") or "podman")
         image, command = self.image or stored.get("image"), None
-        if image is None:
-            image = await asyncio.to_thread(provider.runtime_image)
+        if image is None:  # a coding-CLI agent's own image (Node and its CLI), else the env runtime image
+            image = (await asyncio.to_thread(cli_agent_image, provider, stored["spec"])
+                     or await asyncio.to_thread(provider.runtime_image))
             command = ["python", "-m", "agentenv_local.agents", stored["spec"], "--host", "0.0.0.0", "--port", "8000"]
         spec = SandboxSpec(name=f"agent-{self.agent_name}", mode="container", image=image, command=command,
                            exposed_ports=[8000], host_access=True, run_id=ctx.run_id,

@@ -5,12 +5,15 @@ tag; the tag follows its inputs; the build runs the CLI's --version in the image
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_kit import cli_path
+from agent_cli_kit import agentenv, cli_path, stored_run, write_model_config
+from kits.hub import write_bundle
 
 from agentenv_local.hosting.agents import cli_image
+from agentenv_local.testing.fake_models import FakeModelServer
 
 pytestmark = [pytest.mark.podman, pytest.mark.timeout(900)]  # a first image build takes minutes
 
@@ -66,3 +69,21 @@ def test_openhands_has_no_image_and_says_so() -> None:
     with pytest.raises(cli_image.AgentImageError) as err:
         cli_image.cli_cache("openhands")
     assert "Python 3.12" in (err.value.hint or "")
+
+
+def test_deploy_agent_of_claude_code_with_sandbox_type_podman_runs_in_its_image(cli_agent_images: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    """The deploy only (the agent answers its card and takes its config in the container); a prompted turn
+    is left to the CLI tests."""
+    project = tmp_path / "proj"
+    (project / ".agentenv").mkdir(parents=True)
+    write_bundle(tmp_path, "b", {"t": [{"id": "deploy", "type": "deploy_agent", "a2a_agent_id": "claude-code",
+                                        "sandbox_type": "podman", "ready_timeout_seconds": 120}]})
+    with FakeModelServer(api_key="sk-fake") as server:
+        write_model_config(project, api="anthropic", base_url=server.root_url, default="claude-sonnet-4-5")
+        out = agentenv(project, "run", str(tmp_path / "b"), drop=("ANTHROPIC_",))
+    assert out.returncode == 0 and "passed" in out.stdout, out.stdout + out.stderr
+    run, _ = stored_run(project, ("ANTHROPIC_",))
+    [agent] = run["context"]["deployed_agents"]
+    assert (agent["runtime"], agent["sandbox_type"], agent["on_host"]) == ("container", "podman", False), agent
+    assert agent["a2a_card"]["name"] == "claude-code" and agent["a2a_url"].startswith("http://127.0.0.1:")

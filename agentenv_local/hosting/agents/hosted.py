@@ -2,7 +2,8 @@
 container, or at a URL someone else serves (a human's endpoint, an agent already running).
 
 `serve_in_hub(spec, config)` and `spawn(spec, config)` return a `HostedAgent` with its A2A base URL; `stop()`
-ends it (`ContainerAgent` is one whose sandbox the `deploy_agent` step created). Built-in agents
+ends it (`ContainerAgent` is one whose sandbox the `deploy_agent` step created; a coding-CLI agent's container
+runs its CLI-agent image, cli_image.py: `runs_in_container`, `cli_agent_image`). Built-in agents
 (`scripted`, `tool-loop`, `human`: agentenv_local.agents.builtin) and Python agents (`file.py[:Class]`,
 `pkg.mod:Class`) run in the hub by default, which costs no process and no HTTP hop to start;
 `runtime = "subprocess"` runs them as `python -m agentenv_local.agents SPEC --port 0` instead (the same code,
@@ -15,6 +16,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,23 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
 
     asyncio.get_running_loop().run_in_executor(None, drain)
     return hosted
+
+
+def runs_in_container(spec: str, sandbox_type: str | None) -> bool:
+    """Does a `runtime = "auto"` agent run in a container? A coding-CLI agent (claude-code, codex, ...) does when
+    its sandbox type (the run's --sandbox, else the step's sandbox_type) is podman; every other agent runs in
+    the hub."""
+    from .cli_image import CLI_AGENTS
+
+    return sandbox_type == "podman" and spec in CLI_AGENTS
+
+
+def cli_agent_image(provider: Any, spec: str, on_line: Callable[[str], None] | None = None) -> str | None:
+    """The image a container agent `spec` runs in when its step names none: a coding-CLI agent's CLI-agent
+    image (cli_image.py, built on first use), else None (the env runtime image). Blocking: run it in a thread."""
+    from .cli_image import CLI_AGENTS, ensure_agent_image
+
+    return ensure_agent_image(provider, spec, on_line=on_line) if spec in CLI_AGENTS else None
 
 
 @dataclass
