@@ -2,7 +2,8 @@
 
 The file artifact defines `async def verify(mcp_url[, run])` (a plain function works too) returning
 `[{"id", "result": bool, "description"}]`. It runs in a separate Python process (the project's
-interpreter, so `mcp` is importable and the script can open an `mcp.Client(mcp_url)`), with `mcp_url`
+interpreter: a fork of the warm script worker unless `[scripts] warm = false`, see run_code's
+`run_script_on_host`; so `mcp` is importable and the script can open an `mcp.Client(mcp_url)`), with `mcp_url`
 the gateway's MCP endpoint and `run` a dict: `{"prompt_id", "response", "prompt_responses", "seed",
 "env": {"id", "gateway_url", "mcp_url", "admin_token"}}` (`admin_token`: the instance's control-plane
 credential for its data plane, `Authorization: Bearer ...`; None with an open control plane). Each
@@ -28,7 +29,7 @@ from agentenv_local.tasks.step import Step
 
 from . import tail
 from .env_gateway import EnvGateway, admin_token, message_of
-from .run_code import pick_script, run_script_on_host
+from .run_code import pick_script, run_script_on_host, warm_scripts
 
 if TYPE_CHECKING:
     from agentenv_local.tasks.context import StepContext
@@ -117,7 +118,7 @@ class EnvOutcomeVerifierStep(Step):
         payload = {"mcp_url": mcp_url, "run": run, "run_context": await self._run_context(ctx)}
         code, stdout, stderr, timed_out, raw = await run_script_on_host(
             self.id, files, script, "verify", json.dumps(payload, default=str).encode(), self.timeout_seconds,
-            style="verify")
+            style="verify", warm=warm_scripts(ctx), note=ctx.log)
         if stdout.strip():
             ctx.log(f"{script} printed: {tail(stdout, 2000)}")
         if timed_out:

@@ -16,6 +16,10 @@ A result file rather than stdout keeps whatever the script prints out of the way
 runner first lets agentenv_local.compat give a script written for mcp 1.x (the reference's) its 1.x client
 facade (compat/mcp1.py), and gives a verifier the reference's `Run` (compat/run_view.py); a sandbox's own
 Python may not have agentenv_local, and there the script runs as written.
+
+On this machine the runner runs in a fresh fork of the warm script worker (agentenv_local/script_worker.py: mcp
+and the compat layer already imported; same argv, cwd, environment and process group as a fresh interpreter)
+unless `[scripts] warm = false`, or the worker can't start (then a fresh interpreter, and one log line says why).
 """
 
 from __future__ import annotations
@@ -30,13 +34,16 @@ import secrets
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from agentenv_local.errors import AgentenvError, NotFoundError, StepError
+from agentenv_local.errors import AgentenvError, ConfigError, NotFoundError, StepError
 from agentenv_local.procs import run_process
+from agentenv_local.sandbox_api import ExecResult
+from agentenv_local.script_worker import ScriptExit, WorkerUnavailable, run_warm
 from agentenv_local.tasks.step import Step
 
 from . import tail
@@ -175,7 +182,7 @@ class RunCodeStep(Step):
         if self.sandbox_name or self.agent_name:  # agent_name: the sandbox the agent runs in
             code, stdout, stderr, timed_out, raw = await self._in_sandbox(ctx, files, script, payload)
         else:
-            code, stdout, stderr, timed_out, raw = await self._on_host(files, script, payload)
+            code, stdout, stderr, timed_out, raw = await self._on_host(ctx, files, script, payload)
         if stdout.strip():
             ctx.log(f"{script} printed: {tail(stdout, 2000)}")
         if timed_out:
@@ -204,8 +211,9 @@ class RunCodeStep(Step):
         return [python, join(folder, "_agentenv_runner.py"), join(folder, script), self.entrypoint,
                 join(folder, "_agentenv_input.json"), join(folder, "_agentenv_result.json"), str(MAX_RESULT_BYTES)]
 
-    async def _on_host(self, files: dict[str, bytes], script: str, payload: bytes):
-        return await run_script_on_host(self.id, files, script, self.entrypoint, payload, self.timeout_seconds)
+    async def _on_host(self, ctx: StepContext, files: dict[str, bytes], script: str, payload: bytes):
+        return await run_script_on_host(self.id, files, script, self.entrypoint, payload, self.timeout_seconds,
+                                        warm=warm_scripts(ctx), note=ctx.log)
 
     async def _in_sandbox(self, ctx: StepContext, files: dict[str, bytes], script: str, payload: bytes):
         from .collect_artifacts import target_sandbox
@@ -235,11 +243,14 @@ class RunCodeStep(Step):
 
 
 async def run_script_on_host(step_id: str, files: dict[str, bytes], script: str, entrypoint: str, payload: bytes,
-                             timeout: float, style: str = "input"):
+                             timeout: float, style: str = "input", *, warm: bool = False,
+                             note: Callable[[str], None] | None = None):
     """Write `files` to a temporary folder and call `entrypoint` of `script` there through the runner.
 
     Returns (exit code, stdout, stderr, timed out, the result file's bytes or None). `style` "verify"
-    calls `entrypoint(mcp_url[, run])` from the payload instead of `entrypoint(payload)`.
+    calls `entrypoint(mcp_url[, run])` from the payload instead of `entrypoint(payload)`. `warm`: in a fork of
+    the warm script worker (agentenv_local/script_worker.py) with the same argv, cwd and environment, else (or
+    when the worker can't start: `note` hears why, in one line) in a fresh interpreter.
     """
     folder = Path(tempfile.mkdtemp(prefix="agentenv-run-code-"))
     try:
@@ -257,12 +268,29 @@ async def run_script_on_host(step_id: str, files: dict[str, bytes], script: str,
         # The process sandbox's minimal environment, never all of ours (API keys behind `secret:` refs).
         from agentenv_local.procs import host_env
 
-        done = await run_process(argv, cwd=folder, env={**host_env(), "PYTHONDONTWRITEBYTECODE": "1"},
-                                 timeout=timeout)
+        env = {**host_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+        done: ExecResult | ScriptExit | None = None
+        if warm:
+            try:
+                done = await run_warm(argv[1:], cwd=str(folder), env=env, timeout=timeout)
+            except WorkerUnavailable as exc:
+                if note is not None:
+                    note(f"ran {script} in a fresh interpreter: the warm script worker is unavailable ({exc})")
+        if done is None:
+            done = await run_process(argv, cwd=folder, env=env, timeout=timeout)
         raw = result_file.read_bytes() if result_file.is_file() else None
         return done.exit_code, done.stdout, done.stderr, done.timed_out, raw
     finally:
         await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def warm_scripts(ctx: StepContext) -> bool:
+    """`[scripts] warm`: host Python scripts run in a fork of the warm worker (default) or a fresh interpreter.
+    The default when the config can't say (a config object without the key), as hosting/envs/pool.py does."""
+    try:
+        return ctx.config.get("scripts.warm", True) is not False
+    except ConfigError:
+        return True
 
 
 def pick_script(step_id: str, artifact_id: str, files: dict[str, bytes], script_file: str | None, purpose: str,

@@ -15,13 +15,18 @@ SNOOP = '''
 import os, sys
 
 def found():
-    """The planted key as the hub has it: from our environment if we got it, else from our parent's."""
+    """The planted key as the hub has it: from our environment if we got it, else from our parent's, or its
+    parent's (a script forked by the warm script worker: the worker's parent is the hub)."""
     if os.environ.get("PLANTED_KEY"):
         return os.environ["PLANTED_KEY"]
-    with open(f"/proc/{os.getppid()}/environ", "rb") as f:
-        for item in f.read().split(b"\\0"):
-            if item.startswith(b"PLANTED_KEY="):
-                return item.split(b"=", 1)[1].decode()
+    pid = os.getppid()
+    for _ in range(2):
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\\0"):
+                if item.startswith(b"PLANTED_KEY="):
+                    return item.split(b"=", 1)[1].decode()
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
     return None
 
 def run(input):
