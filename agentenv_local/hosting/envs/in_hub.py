@@ -127,8 +127,7 @@ class InHubProvider(EnvProvider):
         def misbehaved(what: str) -> None:
             self._misbehaved.setdefault(key, what)
 
-        # getattr: an env type's record (a McpServerEnv subclass) from before call_timeout has none
-        guard = InHubGuard(f"{where} (in the hub)", misbehaved, getattr(server, "call_timeout", None))
+        guard = InHubGuard(f"{where} (in the hub)", misbehaved, server.call_timeout)
         env_obj._ae_runtime().guard = guard
         self._guards.setdefault(inst.instance_id, []).append(guard)
         return env_obj, info

@@ -58,6 +58,8 @@ class McpServerEnv(BaseModel):
     url: str | None = None
     image: str | None = None
     run_as: Literal["in_process", "subprocess"] | None = None  # module envs: in the hub unless they have env_vars
+    # module envs in the hub: a tool call taking longer fails (hosting/envs/hub_guard.py; default 300 s)
+    call_timeout: float | None = Field(default=None, gt=0)
     container_port: int | None = Field(default=None, ge=1, le=65535)  # image envs: where it serves (8000)
     mcp_path: str = "/mcp"
     env_vars: dict[str, str] = Field(default_factory=dict)
@@ -74,6 +76,8 @@ class McpServerEnv(BaseModel):
                              + (f" (got {', '.join(given)})" if given else ""))
         if self.run_as and not self.module:
             raise ValueError("run_as only applies to a module env")
+        if self.call_timeout is not None and not self.module:
+            raise ValueError("call_timeout only applies to a module env (one loaded in the hub)")
         if self.container_port is not None and not self.image:
             raise ValueError("container_port only applies to an image env")
         if self.url and not self.url.startswith(("http://", "https://")):
