@@ -11,6 +11,10 @@ episodes/s (N over the command's wall time), the median and p90 episode latency 
 and each step's median duration (the step breakdown). Beside them, the median of single `agentenv run hello` calls
 in the same hub, the unit the issue's goals are ratios of.
 
+--executor ray also starts a two-node Ray cluster on 127.0.0.1 (`ray start`, stopped at the end) and runs each
+bundle and concurrency locally and on Ray, alternately, printing Ray's episodes/s beside the local ones and their
+ratio (the cluster's overhead per episode).
+
 --with-reference also times the reference's `agent-env run hello` (.venv-ref) --reference-runs times, one after
 another and each in a fresh XDG_STATE_HOME (it has no hub and no --k), and prints its runs/s beside ours.
 
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 AGENTENV = ROOT / ".venv" / "bin" / "agentenv"
 REF_AGENT_ENV = ROOT / ".venv-ref" / "bin" / "agent-env"
+RAY = ROOT / ".venv" / "bin" / "ray"
 BUNDLE_SOURCES = {"hello": None, "support": ROOT / "examples" / "support"}  # None: the built-in bundle
 
 
@@ -43,6 +49,7 @@ BUNDLE_SOURCES = {"hello": None, "support": ROOT / "examples" / "support"}  # No
 class Measure:
     bundle: str
     concurrency: int
+    executor: str
     episodes: int
     passed: int
     wall_s: float
@@ -67,16 +74,20 @@ def _agentenv(project: Path, env: dict[str, str], *args: str, timeout: float = 1
                           timeout=timeout, check=False)
 
 
-def run_batch(project: Path, env: dict[str, str], bundle: str, concurrency: int, episodes: int) -> Measure:
+def run_batch(project: Path, env: dict[str, str], bundle: str, concurrency: int, episodes: int,
+              ray_address: str | None = None) -> Measure:
     target = bundle if BUNDLE_SOURCES[bundle] is None else str(project / bundle)
+    where = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
     started = time.perf_counter()
-    proc = _agentenv(project, env, "run", target, "--k", str(episodes), "--concurrency", str(concurrency), "--json")
+    proc = _agentenv(project, env, "run", target, "--k", str(episodes), "--concurrency", str(concurrency), "--json",
+                     *where)
     wall = time.perf_counter() - started
     try:
         runs: list[dict[str, Any]] = json.loads(proc.stdout)
     except ValueError:
         raise SystemExit(f"`agentenv run {bundle}` printed no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    measure = Measure(bundle, concurrency, len(runs), sum(r.get("status") == "passed" for r in runs), wall)
+    measure = Measure(bundle, concurrency, "ray" if ray_address else "local", len(runs),
+                      sum(r.get("status") == "passed" for r in runs), wall)
     steps: dict[str, list[float]] = defaultdict(list)
     for run in runs:
         if run.get("started_at") and run.get("finished_at"):
@@ -88,6 +99,22 @@ def run_batch(project: Path, env: dict[str, str], bundle: str, concurrency: int,
             measure.failures.append(str(run.get("error") or run.get("status"))[:300])
     measure.steps = dict(steps)
     return measure
+
+
+def start_ray_cluster(temp_dir: Path) -> str:
+    """A head and a second node on 127.0.0.1 (one CPU each, as the tests' cluster); its address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    address = f"127.0.0.1:{port}"
+    for args in (["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}"],
+                 [f"--address={address}"]):
+        proc = subprocess.run([str(RAY), "start", *args, "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                               "--disable-usage-stats"], env=env, capture_output=True, text=True, timeout=180)
+        if proc.returncode != 0:
+            raise SystemExit(f"`ray start` failed (pip install 'agentenv-local[ray]'?):\n{proc.stderr[-2000:]}")
+    return address
 
 
 def single_hello(project: Path, env: dict[str, str], reps: int) -> list[float]:
@@ -122,11 +149,19 @@ def reference_hello(runs: int) -> list[float] | str:
 def report(measures: list[Measure], hello_s: list[float], reference: list[float] | str | None) -> None:
     hello_p50 = statistics.median(hello_s)
     print(f"\n`agentenv run hello` in the same hub, one at a time: p50 {hello_p50 * 1000:.0f} ms over {len(hello_s)}")
-    print(f"\n{'bundle':<9}{'conc':>5}{'passed':>10}{'eps/s':>8}{'p50 s':>8}{'p90 s':>8}{'p50/hello':>11}")
+    print(f"\n{'bundle':<9}{'where':>6}{'conc':>5}{'passed':>10}{'eps/s':>8}{'p50 s':>8}{'p90 s':>8}{'p50/hello':>11}")
     for m in measures:
         p50 = _quantile(m.latencies, 0.5)
-        print(f"{m.bundle:<9}{m.concurrency:>5}{f'{m.passed}/{m.episodes}':>10}{m.per_s:>8.2f}{p50:>8.2f}"
-              f"{_quantile(m.latencies, 0.9):>8.2f}{p50 / hello_p50:>10.1f}x")
+        print(f"{m.bundle:<9}{m.executor:>6}{m.concurrency:>5}{f'{m.passed}/{m.episodes}':>10}{m.per_s:>8.2f}"
+              f"{p50:>8.2f}{_quantile(m.latencies, 0.9):>8.2f}{p50 / hello_p50:>10.1f}x")
+    local = {(m.bundle, m.concurrency): m for m in measures if m.executor == "local"}
+    ray = [m for m in measures if m.executor == "ray" and (m.bundle, m.concurrency) in local]
+    if ray:
+        print("\nRay vs local, side by side (episodes/s; below 1: the cluster's overhead per episode):")
+        for m in ray:
+            base = local[(m.bundle, m.concurrency)]
+            print(f"  {m.bundle} at {m.concurrency}: ray {m.per_s:.2f} / local {base.per_s:.2f} = "
+                  f"{m.per_s / base.per_s if base.per_s else float('nan'):.2f}x")
     for m in measures:
         print(f"\nsteps of {m.bundle} at concurrency {m.concurrency} (median s over {m.episodes} episodes):")
         for name, values in sorted(m.steps.items(), key=lambda kv: -statistics.median(kv[1])):
@@ -150,6 +185,8 @@ def main() -> int:
     parser.add_argument("--bundles", default="hello,support", help=f"of {', '.join(BUNDLE_SOURCES)}")
     parser.add_argument("--sandbox", default="process", help="AGENTENV_SANDBOX_DEFAULT for the hub")
     parser.add_argument("--hello-reps", type=int, default=5)
+    parser.add_argument("--executor", choices=["local", "ray"], default="local",
+                        help="ray: also run every batch on a two-node Ray cluster started here, side by side")
     parser.add_argument("--with-reference", action="store_true")
     parser.add_argument("--reference-runs", type=int, default=8)
     args = parser.parse_args()
@@ -169,6 +206,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
     env["AGENTENV_SANDBOX_DEFAULT"] = args.sandbox
     measures: list[Measure] = []
+    cluster = start_ray_cluster(workdir / "ray") if args.executor == "ray" else None
     try:
         up = _agentenv(project, env, "up", "--detach", timeout=120)
         if up.returncode != 0:
@@ -181,8 +219,12 @@ def main() -> int:
                 episodes = max(concurrency * args.episodes_per_slot, 4)
                 print(f"{name}: {episodes} episodes at concurrency {concurrency} ...", file=sys.stderr, flush=True)
                 measures.append(run_batch(project, env, name, concurrency, episodes))
+                if cluster is not None:
+                    measures.append(run_batch(project, env, name, concurrency, episodes, ray_address=cluster))
     finally:
         _agentenv(project, env, "down", timeout=120)
+        if cluster is not None:
+            subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120, check=False)
         shutil.rmtree(workdir, ignore_errors=True)
     reference = reference_hello(args.reference_runs) if args.with_reference else None
     report(measures, hello_s, reference)

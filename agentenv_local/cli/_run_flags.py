@@ -36,6 +36,16 @@ def model_options(agent_model_alias: bool) -> Callable[[F], F]:
     return add
 
 
+def executor_options(command: F) -> F:
+    """--executor and --ray-address: where the runs execute (docs/scale-out.md)."""
+    command = click.option("--ray-address", metavar="HOST:PORT",
+                           help="The Ray cluster's head for --executor ray (over [executor] ray_address; auto: "
+                                "RAY_ADDRESS or this machine's cluster).")(command)
+    return click.option("--executor", type=click.Choice(["local", "ray"]),
+                        help="Where the runs execute: local (the hub, the default) or ray (a Ray cluster's workers; "
+                             "the results land in this project's store). Over [executor] kind.")(command)
+
+
 def output_dir_option(what: str) -> Callable[[F], F]:
     return click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path),
                         help=f"Write {what} context (the run's final state) as JSON into this folder, one "

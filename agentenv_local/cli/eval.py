@@ -9,7 +9,7 @@ import click
 from agentenv_local.inputs import shorten
 
 from ._common import echo_json, malformed, session, stored_list, valid_id
-from ._run_flags import model_options, output_dir_option, write_contexts
+from ._run_flags import executor_options, model_options, output_dir_option, write_contexts
 
 
 @click.group("eval")
@@ -144,9 +144,11 @@ def list_evals(as_json):
 @click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
               "[sandbox] default).")
 @model_options(agent_model_alias=True)
+@executor_options
 @output_dir_option("each run's")
 @click.option("--json", "as_json", is_flag=True)
-def run_eval(eval_id, version, k, concurrency, sandbox, agent_model, user_model, judge_model, output_dir, as_json):
+def run_eval(eval_id, version, k, concurrency, sandbox, agent_model, user_model, judge_model, executor, ray_address,
+             output_dir, as_json):
     """Run every task of an eval --k times; prints each run's result and the pass rate."""
     import secrets
 
@@ -156,7 +158,7 @@ def run_eval(eval_id, version, k, concurrency, sandbox, agent_model, user_model,
     from ._drive import drive, exit_code
 
     options = RunOptions(sandbox=sandbox or None, agent_model=agent_model or None, user_model=user_model or None,
-                         judge_model=judge_model or None)
+                         judge_model=judge_model or None, executor=executor, ray_address=ray_address)
     with session() as s:
         doc = s.store.documents.get("evals", eval_id, version)
         entries = stored_list(doc, "tasks")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._run_flags import model_options
+from ._run_flags import executor_options, model_options
 
 
 @click.command()
@@ -25,13 +25,14 @@ from ._run_flags import model_options
               "(claude-code, tool-loop, ...), an agent of this bundle (its folder name, alias or id) or the store's "
               "(see `agentenv agent list`).")
 @model_options(agent_model_alias=False)
+@executor_options
 @click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print what would be written and run.")
 @click.option("--follow-external-links", is_flag=True,
               help="Store what symlinks in the bundle's folders point to outside the bundle (refused by default).")
 @click.option("--json", "as_json", is_flag=True, help="With no BUNDLE: list bundles as JSON. Else: runs as JSON.")
-def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model, user_model, judge_model, keep,
-        dry_run, follow_external_links, as_json):
+def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model, user_model, judge_model, executor,
+        ray_address, keep, dry_run, follow_external_links, as_json):
     """Run a bundle (a folder, or the name of a known bundle), or list the known bundles.
 
     Runs every eval of the bundle (else every task), each --k times, --concurrency at once.
@@ -62,7 +63,8 @@ def run(bundle, tasks, evals, k, concurrency, seeds, sandbox, agent, agent_model
                               hint="add a task as tasks/<name>.json (a JSON list of steps)")
     seed_rows = read_seeds_csv(seeds) if seeds else [None]
     options = RunOptions(sandbox=sandbox or None, agent=agent or None, keep=keep, agent_model=agent_model or None,
-                         user_model=user_model or None, judge_model=judge_model or None)
+                         user_model=user_model or None, judge_model=judge_model or None, executor=executor,
+                         ray_address=ray_address)
     if seeds and (note := unused_columns_note(seed_rows, [loaded.tasks[t].steps for t in selected])):
         click.echo(note, err=True)
     with session(config) as s:

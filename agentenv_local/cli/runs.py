@@ -75,6 +75,10 @@ def show(run_id, as_json):
     click.echo(f"score     {score_text(run.get('score'))}")
     if run.get("seed"):
         click.echo(f"seed      {run['seed']}")
+    from agentenv_local.executors.where import where_text
+
+    if where := where_text(run):
+        click.echo(f"where     {where}")
     if run.get("error"):
         click.echo(f"error     {run['error']}")
     click.echo("\nsteps:")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import echo_json, malformed, session, stored_list, valid_id
-from ._run_flags import model_options, output_dir_option, write_contexts
+from ._run_flags import executor_options, model_options, output_dir_option, write_contexts
 
 
 @click.group()
@@ -128,6 +128,7 @@ def validate(file, task_id, version):
               "[sandbox] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes (no teardown).")
 @model_options(agent_model_alias=True)
+@executor_options
 @click.option("--start-step", type=click.IntRange(min=0), default=0, show_default=True,
               help="0-based index of the step to start from: the steps before it count as done (their outputs "
                    "come from --context-json).")
@@ -136,8 +137,8 @@ def validate(file, task_id, version):
                    "and answered.")
 @output_dir_option("each run's")
 @click.option("--json", "as_json", is_flag=True, help="Print the finished runs as JSON.")
-def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent_model, user_model, judge_model, start_step,
-             context_json, output_dir, as_json):
+def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent_model, user_model, judge_model, executor,
+             ray_address, start_step, context_json, output_dir, as_json):
     """Run a stored task --k times; exit 0 only if every run passed.
 
     With --start-step N the first N steps are not run; the run starts from --context-json (the context a
@@ -158,7 +159,7 @@ def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent_model
                    err=True)
     options = RunOptions(sandbox=sandbox or None, keep=keep, agent_model=agent_model or None,
                          user_model=user_model or None, judge_model=judge_model or None, start_step=start_step,
-                         context=context)
+                         context=context, executor=executor, ray_address=ray_address)
     if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
         raise ValidationError(f"--output-dir {output_dir} is not a folder; nothing was run")
     with session() as s:

@@ -52,6 +52,19 @@ class RunnerSettings(_Section):
     step_concurrency: int = Field(8, ge=1, le=1000, description="How many ready steps of one run execute at once.")
 
 
+class ExecutorSettings(_Section):
+    """Where runs execute: in the hub (`local`), or on a Ray cluster's workers (`ray`; docs/scale-out.md)."""
+
+    kind: Literal["local", "ray"] = Field("local", description="`local` (the hub runs them) or `ray`; --executor wins.")
+    ray_address: str = Field(
+        "auto", description="The Ray cluster's head, HOST:PORT as `ray start --head` prints it; `auto`: the one "
+                            "RAY_ADDRESS or this machine's running cluster names. --ray-address wins.")
+    max_attempts: int = Field(
+        3, ge=1, le=20, description="How many workers a Ray run may go through: a lost one resumes it on another.")
+    cancel_grace_s: float = Field(
+        15.0, gt=0, le=600, description="How long a cancelled Ray run's worker has to tear down before it is killed.")
+
+
 class HubSettings(_Section):
     """The hub: the one process per project that owns the store."""
 
@@ -153,6 +166,7 @@ class Settings(_Section):
 
     store: StoreSettings = Field(default_factory=StoreSettings)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     hub: HubSettings = Field(default_factory=HubSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     agents: AgentsSettings = Field(default_factory=AgentsSettings)

@@ -45,6 +45,8 @@ class RolloutSpec:
     user_model: str | None = None
     judge_model: str | None = None
     sandbox: str | None = None
+    executor: str | None = None  # local (the hub) or ray, as --executor
+    ray_address: str | None = None
     concurrency: int = 4
     project: Path | None = None  # the project folder (default: found from the current directory)
 
@@ -129,7 +131,8 @@ def _run(spec: RolloutSpec, put: Any, stop: threading.Event) -> None:
 
     config = load_config(spec.project)
     options = RunOptions(sandbox=spec.sandbox, agent=spec.agent, agent_model=spec.model,
-                         user_model=spec.user_model, judge_model=spec.judge_model)
+                         user_model=spec.user_model, judge_model=spec.judge_model, executor=spec.executor,
+                         ray_address=spec.ray_address)
     session = connect(spec.project, config=config, defer_linger=False)
     try:
         store = session.store

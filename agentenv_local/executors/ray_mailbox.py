@@ -93,6 +93,12 @@ class _SubStore:
 class MailboxStore:
     """The hub's store as a worker sees it: every call goes through the mailbox and waits for its answer."""
 
+    documents: Any
+    records: Any
+    runs: Any
+    events: Any
+    objects: Any
+
     def __init__(self, mailbox: Any, run_id: str, timeout_s: float = 120.0):
         self._mailbox, self._run_id, self._timeout_s = mailbox, run_id, timeout_s
         self._objects: dict[str, bytes] = {}  # write-once objects this worker has read

@@ -37,8 +37,9 @@ class HubMethods:
                    attach: bool = False, labels: dict | None = None) -> Record:
         """`runner.submit`: the queued run record. `attach`: the hub keeps the run going only while
         this connection is open (a closed one interrupts it). `labels` stay on the run (e.g. its eval)."""
+        extra = {"labels": labels} if labels else {}  # only when given: a hub of an earlier version takes the rest
         return self.session.call("runner.submit", task_id=task_id, version=version, seed=seed,
-                                 group_id=group_id, options=options, attach=attach, labels=labels)
+                                 group_id=group_id, options=options, attach=attach, **extra)
 
     def resume_run(self, run_id: str, attach: bool = False) -> Record:
         """`runner.resume`: the run record, going again from its journal."""

@@ -76,6 +76,9 @@ class Hub:
         # instances deployed with a TTL are torn down once it runs out
         self._ttl_sweep = asyncio.run_coroutine_threadsafe(sweep_forever(self.envs, self.agents), self.loop)
         self.runner = Runner(self.services, self.session_id, self.loop)
+        from agentenv_local.executors.dispatch import Executors
+
+        self.executors = Executors(self)  # runs executed elsewhere (--executor ray)
         self._connections: set[int] = set()
         self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
         self._conn_lock = threading.Lock()
@@ -152,6 +155,8 @@ class Hub:
                 self._connections.discard(conn_id)
                 orphaned = self._attached.pop(conn_id, set())
             for run_id in orphaned:
+                if self.executors.cancel(run_id):  # a Ray run: its worker tears it down
+                    continue
                 # The command waiting on this run is gone (killed, terminal closed): interrupt it
                 # without tearing down, so `agentenv runs resume` can pick it up.
                 self.on_loop(functools.partial(
@@ -237,7 +242,7 @@ class Hub:
 
     def _op_status(self, conn_id=None) -> dict:
         return {"pid": os.getpid(), "state_dir": str(self.paths.state_dir), "long_lived": self.long_lived,
-                "version": __version__, "active_runs": sorted(self.runner.active),
+                "version": __version__, "active_runs": sorted([*self.runner.active, *self.executors.active()]),
                 "connections": len(self._connections)}
 
     def _op_shutdown(self, conn_id=None) -> dict:
@@ -259,8 +264,14 @@ class Hub:
         run_labels = _checked_labels(labels)
         # The checks and the store writes of a new run here, on the client's thread; only scheduling it
         # takes the loop (which runs every other episode meanwhile).
+        remote = self.executors.kind(run_options) != "local"
+        if remote:
+            self.executors.check(run_options)  # an unusable cluster fails before a run is recorded
         active, run = self.runner.prepare(task_id, version, seed, group_id, run_options, labels=run_labels)
-        self.on_loop(lambda: self.runner.start(active))
+        if remote:
+            self.executors.dispatch(run_options, run["run_id"])
+        else:
+            self.on_loop(lambda: self.runner.start(active))
         if attach:
             self._op_attach([run["run_id"]], conn_id=conn_id)
         return run
@@ -274,6 +285,8 @@ class Hub:
 
     def _op_cancel(self, run_id: str, conn_id=None) -> dict:
         run_id = self.store.runs.resolve(run_id)
+        if self.executors.cancel(run_id):  # its worker tears it down and records it cancelled
+            return {"run_id": run_id, "status": "cancelling"}
         if not self.on_loop(lambda: self.runner.cancel(run_id)):
             run = self.store.runs.get(run_id)
             if run["status"] in ("interrupted",):
@@ -349,7 +362,7 @@ class Hub:
     # -- lifetime ---------------------------------------------------------------------
     def busy(self) -> bool:
         with self._conn_lock:
-            return bool(self._connections) or bool(self.runner.active)
+            return bool(self._connections) or bool(self.runner.active) or bool(self.executors.active())
 
     def serve_until_shutdown(self) -> None:
         while not self.shutdown_requested.wait(0.2):
@@ -372,13 +385,15 @@ class Hub:
         run is active (checked under the same lock new connections register under, so no client
         slips in between the check and the decision)."""
         with self._conn_lock:
-            if only_if_idle and (self._connections or self.runner.active):
+            if only_if_idle and (self._connections or self.runner.active or self.executors.active()):
                 return False
             self._closing = True
             return True
 
     def close(self) -> None:
         self._stop_taking_clients()
+        with contextlib.suppress(Exception):  # Ray runs: cancelled, their workers' sandboxes torn down
+            self.executors.close()
         for run_id in list(self.runner.active):
             self.on_loop(functools.partial(self.runner.cancel, run_id, "the hub stopped", interrupted=True))
         deadline = time.monotonic() + 5

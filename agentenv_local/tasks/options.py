@@ -28,7 +28,8 @@ from typing import Any
 from agentenv_local.errors import ValidationError
 
 MODEL_ROLES = {"agent": "agent_model", "user": "user_model", "judge": "judge_model"}  # role -> option
-_NAMES = ("sandbox", "agent", *MODEL_ROLES.values())  # the options kept in the run's `overrides`
+_NAMES = ("sandbox", "agent", *MODEL_ROLES.values(), "executor", "ray_address")  # kept in the run's `overrides`
+EXECUTORS = ("local", "ray")
 _FLAGS = {"agent_model": "--model", "user_model": "--user-model", "judge_model": "--judge-model"}
 # Shapes of API keys: a provider's prefix, or one long run of letters and digits with no separator
 # (a model name is words, versions and sizes joined by - . : / _).
@@ -59,6 +60,8 @@ class RunOptions:
     judge_model: str | None = None  # the judge: --judge-model
     start_step: int = 0  # steps before this 0-based index count as done (task run --start-step)
     context: Mapping[str, Any] | None = field(default=None, compare=False)  # the state to start from
+    executor: str | None = None  # where the run executes: local (the hub) or ray (over [executor] kind)
+    ray_address: str | None = None  # the Ray cluster (over [executor] ray_address)
 
     def __post_init__(self) -> None:
         for name, flag in _FLAGS.items():
@@ -68,6 +71,10 @@ class RunOptions:
                                       hint="name a model your [model] endpoint serves, e.g. --judge-model qwen3:32b")
         if isinstance(self.start_step, bool) or not isinstance(self.start_step, int) or self.start_step < 0:
             raise ValidationError(f"--start-step must be a step index >= 0, not {self.start_step!r}")
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise ValidationError(f"--executor {self.executor!r} is not one of {', '.join(EXECUTORS)}")
+        if self.ray_address is not None and (not self.ray_address.strip() or len(self.ray_address) > 300):
+            raise ValidationError("--ray-address must be the head's HOST:PORT (or auto)")
         if self.context is not None and not isinstance(self.context, Mapping):
             raise ValidationError(f"a run's starting context is a JSON object, not {type(self.context).__name__}",
                                   hint="give --context-json a file written by --output-dir")
@@ -95,8 +102,10 @@ class RunOptions:
             value = name(key)
             return value if value and model_name_problem(value) is None else None
 
+        executor = name("executor")
         return cls(sandbox=name("sandbox"), agent=name("agent"), keep=bool(keep), agent_model=model("agent_model"),
-                   user_model=model("user_model"), judge_model=model("judge_model"))
+                   user_model=model("user_model"), judge_model=model("judge_model"),
+                   executor=executor if executor in EXECUTORS else None, ray_address=name("ray_address"))
 
     def to_wire(self) -> dict[str, Any]:
         """The options as a dict for the hub socket; the newer ones only when given, so a hub started by

@@ -136,6 +136,16 @@ class Runner:
         """Schedule a run `prepare` recorded. Call on the loop thread."""
         self._start(active)
 
+    def start_recorded(self, run_id: str) -> None:
+        """Start a run another runner's `prepare` recorded (a Ray worker takes a run its hub queued): its state,
+        and the steps --start-step skipped, come from the journal; its generation stays. Call on the loop."""
+        run = self.store.runs.get(run_id)
+        task = self.load_task(run["task_id"], run["task_version"], run.get("seed"))
+        state, done, executed = _replay_journal(self.store.runs.journal(run_id), task)
+        options = RunOptions.from_stored(run.get("overrides"), keep=bool(run.get("keep")))
+        self._start(ActiveRun(run_id, task, state, done=done, executed=executed,
+                              generation=int(run.get("generation") or 0), options=options))
+
     def _skip_to(self, active: ActiveRun, start_step: int) -> dict:
         """--start-step: the steps before it count as done (the reference's completed steps), journaled as
         such so a resume keeps them; their teardown is owed, for what the starting context says they deployed."""

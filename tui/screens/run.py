@@ -11,6 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from agentenv_local.executors.where import where_text
+
 from ..data import is_human
 from ..envstate import env_view
 from ..format import duration, score
@@ -283,6 +285,8 @@ class RunScreen(Screen):
         text.append(f"  {rec.get('task_name') or rec.get('task_id')} v{rec.get('task_version')}", style="bold")
         text.append(f"  {self.run_id}  {done}/{len(steps)} steps  {duration(took(rec, self.app.now()))}"
                     f"  score {score(rec.get('score'))}")
+        if where := where_text(rec):
+            text.append(f"\non {where}")
         if rec.get("error") and status not in LIVE:
             text.append(f"\n{rec['error']}", style=state_color("failed"))
         if self.state.pending_reviews():

@@ -68,7 +68,7 @@ class EnvManager:
     """Deployed env instances of one hub. Every coroutine runs on the hub's loop."""
 
     def __init__(self, store: Any, paths: Any, loop: asyncio.AbstractEventLoop | None = None,
-                 ready_timeout: float = READY_TIMEOUT_S, services: Any = None):
+                 ready_timeout: float = READY_TIMEOUT_S, services: Any = None, sweep_at_start: bool = True):
         self.store = store
         self.paths = paths
         self.loop = loop
@@ -81,8 +81,11 @@ class EnvManager:
         self._live: dict[str, Instance] = {}
         self._providers: dict[str, EnvProvider] = {}  # one per env provider name, made when first needed
         self._used: dict[str, list[EnvProvider]] = {}  # instance id -> the providers that started its servers
-        self.swept_at_start = sweep_dead_hub(self.store, self.root)
-        self.swept_at_start += sweep_slots(self.store, self.root)
+        # What a dead hub left is this hub's to sweep; a Ray worker's manager (sweep_at_start=False) shares its
+        # hub's records through the hub and must leave the hub's live instances alone.
+        self.swept_at_start = sweep_dead_hub(self.store, self.root) if sweep_at_start else []
+        if sweep_at_start:
+            self.swept_at_start += sweep_slots(self.store, self.root)
         self.pool = EnvPool(pool_settings(paths.state_dir))
         self._closing = False  # aclose runs: nothing goes back to the pool
         self._idle_timer: asyncio.TimerHandle | None = None
