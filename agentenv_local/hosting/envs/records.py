@@ -15,6 +15,7 @@ as a subprocess), `command` (any MCP server over streamable HTTP, told its port 
 `url` (a server that is already running) or `image` (a container image in Podman's local storage, started
 in a hardened container that serves MCP on `container_port`, published on 127.0.0.1).
 `control_plane_auth = false` deploys it with the reference's open control plane (no admin token).
+`pool = false` keeps its instances out of the hub's env pools (manager.py, pool.py).
 A folder's files are stored with it as a file-bundle artifact, so an env version pins its code.
 
 `type` names an env type of the `agentenv_local.env_types` plugin group (env_types.py): its record model
@@ -66,6 +67,7 @@ class McpServerEnv(BaseModel):
     env_provider_type: Literal["gateway", "server"] = "gateway"
     description: str = ""
     control_plane_auth: bool | None = None  # false: the reference's open control plane (no admin token)
+    pool: bool | None = None  # false: never kept in an env pool (its state is more than its data plane)
     files: ArtifactPin | None = None  # the folder's files, stored as an artifact (set when stored)
 
     @model_validator(mode="after")
@@ -117,6 +119,7 @@ class MultiEnv(BaseModel):
     env_provider_type: Literal["gateway"] = "gateway"
     description: str = ""
     control_plane_auth: bool | None = None  # false: the reference's open control plane (no admin token)
+    pool: bool | None = None  # false: never kept in an env pool
 
     def refs(self) -> list[EnvRef]:
         return [EnvRef(env=r) if isinstance(r, str) else r for r in self.mcp_server_envs]
