@@ -265,3 +265,19 @@ def test_the_deploy_env_step_pools_unless_told_not_to(tmp_path):
                                                                    "run-3": (None, run)}[run]
         # the artifact the step loads after the deploy is loaded once into each, pooled or cold
         assert loaded == [[{"file": "hello.txt", "size": 11}]] * 3
+
+
+def test_opt_outs_never_pool(tmp_path):
+    with hub(tmp_path) as session:
+        starts = put_counter(session, tmp_path, "counter")
+        put_counter(session, tmp_path, "counter-no-pool", pool=False)
+        session.store.documents.put("envs", "multi-no-pool", {"type": "multi", "mcp_server_envs": ["counter"],
+                                                              "pool": False})
+        for env_id, options in (("counter-no-pool", {}), ("counter", {"pool": False}), ("multi-no-pool", {})):
+            for _ in range(2):
+                record = deploy(session, env_id, **options)
+                assert "pool_slot" not in record
+                teardown(session, record)
+        assert starts_of(starts) == 6
+        assert slot_records(session) == {}
+        assert not list((session.paths.state_dir / "envs").glob("env*"))
