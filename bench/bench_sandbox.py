@@ -230,6 +230,11 @@ def one_shot_commands(builds: dict[str, Path], rounds: int) -> None:
         row(f"{build}: --sandbox process", "-", f"{ms(proc_p50):.0f} ms")
         row(f"{build}: --sandbox podman (containers left after: {leaks[(build, 'podman')]})", "<= 1.3x",
             f"{ms(pod_p50):.0f} ms", f"{ratio:.2f}x {'PASS' if ratio <= 1.3 else 'MISS'}")
+        # each round's podman command ran right after its process one: their ratio shares the machine's load
+        paired = statistics.median(pod / proc for pod, proc in zip(times[(build, "podman")],
+                                                                    times[(build, "process")], strict=True))
+        row(f"{build}: podman / process of the same round (p50)", "<= 1.3x", f"{paired:.2f}x",
+            "PASS" if paired <= 1.3 else "MISS")
     print("where a podman command's extra time goes (after; p50, each phase in a fresh process):")
     for name, took in phases.items():
         if name.startswith("podman-py imported"):

@@ -127,7 +127,7 @@ def test_an_unused_service_exits_by_itself_and_the_next_call_starts_another(stat
 
 def test_a_terminated_sandbox_is_removed_after_its_process_exits(state_dir):
     """The process terminates its sandbox and exits at once (os._exit: nothing waits for anything): the
-    detached removal still takes the container and the work folder away."""
+    detached removal (at niceness 10) still takes the container and the work folder away."""
     script = textwrap.dedent("""
         import asyncio, os, sys
         from pathlib import Path
@@ -140,7 +140,13 @@ def test_a_terminated_sandbox_is_removed_after_its_process_exits(state_dir):
             sandbox = await provider.create(SandboxSpec(name="box", memory_mb=256))
             assert (await sandbox.exec("echo hi")).stdout == "hi\\n"
             await sandbox.terminate()
-            print(sandbox.sandbox_id, len(provider._removers), flush=True)
+            remover = next(iter(provider._removers.values())).pid  # not reaped yet: its stat stays readable
+            stat = Path(f"/proc/{remover}/stat").read_text()
+            while "(nice)" in stat:  # `nice` sets the niceness, then becomes the removal's shell
+                await asyncio.sleep(0.01)
+                stat = Path(f"/proc/{remover}/stat").read_text()
+            niceness = stat.rsplit(")", 1)[1].split()[16]
+            print(sandbox.sandbox_id, len(provider._removers), niceness, flush=True)
 
         asyncio.run(main())
         os._exit(0)
@@ -148,8 +154,9 @@ def test_a_terminated_sandbox_is_removed_after_its_process_exits(state_dir):
     proc = subprocess.run([sys.executable, "-c", script, str(state_dir), str(ROOT)], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
-    sandbox_id, handed_off = proc.stdout.split()
+    sandbox_id, handed_off, niceness = proc.stdout.split()
     assert handed_off == "1"  # terminate handed the removal off instead of doing it
+    assert niceness == "10"  # at a lower priority than the command finishing beside it
     assert containers_left(_project_id(state_dir)) == []
     wait_until(lambda: not (state_dir / "sandboxes" / "podman" / sandbox_id).exists(), timeout=60,
                what="the work folder to be deleted")
