@@ -52,6 +52,14 @@ class RunnerSettings(_Section):
     step_concurrency: int = Field(8, ge=1, le=1000, description="How many ready steps of one run execute at once.")
 
 
+class ScriptsSettings(_Section):
+    """Python scripts the steps run on this machine (`run_code`, `env_outcome_verifier`)."""
+
+    warm: bool = Field(
+        True, description="Run each in a fresh fork of a warm worker with mcp and httpx imported (`false`: start a "
+                          "fresh interpreter per script).")
+
+
 class ExecutorSettings(_Section):
     """Where runs execute: in the hub (`local`), or on a Ray cluster's workers (`ray`; docs/scale-out.md)."""
 
@@ -167,6 +175,7 @@ class Settings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    scripts: ScriptsSettings = Field(default_factory=ScriptsSettings)
     hub: HubSettings = Field(default_factory=HubSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     agents: AgentsSettings = Field(default_factory=AgentsSettings)
