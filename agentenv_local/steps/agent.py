@@ -175,9 +175,11 @@ class DeployAgentStep(Step):
             url, runtime = a2a_url.rstrip("/"), "url"
         else:
             runtime = "in_hub" if self.runtime == "auto" else self.runtime
+            # A coding-CLI agent under --sandbox podman (or sandbox_type podman/docker) runs in its CLI-agent
+            # image; the reference's `local` is this machine (issue 15: "on the host (local/process) or in Podman").
             if self.runtime == "auto" and runs_in_container(
-                    stored["spec"], ctx.chosen_sandbox_type(self.sandbox_type, "container")):
-                runtime = "container"  # a coding-CLI agent under --sandbox podman: in its CLI-agent image
+                    stored["spec"], ctx.chosen_sandbox_type(self.sandbox_type, "vm")):
+                runtime = "container"
             if stored.get("image") or stored.get("command"):  # they serve A2A themselves
                 runtime = "container" if stored.get("image") else "command"
             try:

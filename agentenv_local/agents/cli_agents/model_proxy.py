@@ -178,7 +178,7 @@ class _ProxyApp:
         await self._forward(scope["method"], url, out, bytes(body), send)
 
     async def _forward(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, send: Any) -> None:
-        import httpx
+        import httpx2 as httpx  # mcp 2.x ships httpx2 (agentenv declares no httpx; the runtime image has none)
 
         if self._client is None:  # made in the proxy's own loop, on its first request
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
