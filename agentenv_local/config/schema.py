@@ -95,6 +95,22 @@ class SandboxSettings(_Section):
         description="`[sandbox.providers.<name>]`: free-form settings handed to that provider.")
 
 
+class EnvPoolSettings(_Section):
+    """Env pools: in-hub envs reset from a clean snapshot for the next deploy (docs/environments/deploying.md)."""
+
+    size: int = Field(
+        4, ge=0, le=1000,
+        description="How many idle instances the hub keeps per env version and deploy options; 0 turns pools off.")
+    idle_seconds: float = Field(
+        300.0, gt=0, le=86400, description="How long an idle pooled instance is kept before it is stopped.")
+
+
+class EnvsSettings(_Section):
+    """How the hub runs deployed envs."""
+
+    pool: EnvPoolSettings = Field(default_factory=EnvPoolSettings, description="Env pools with snapshot reset.")
+
+
 class AgentsSettings(_Section):
     """Which agent runs where a task does not say."""
 
@@ -178,6 +194,7 @@ class Settings(_Section):
     scripts: ScriptsSettings = Field(default_factory=ScriptsSettings)
     hub: HubSettings = Field(default_factory=HubSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    envs: EnvsSettings = Field(default_factory=EnvsSettings)
     agents: AgentsSettings = Field(default_factory=AgentsSettings)
     secrets: SecretsSettings = Field(default_factory=SecretsSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
