@@ -127,6 +127,9 @@ def validate(file, task_id, version):
 @click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
               "[sandbox] default).")
 @click.option("--keep", is_flag=True, help="Keep sandboxes (no teardown).")
+@click.option("--agent", help="The agent the solver runs as for this run, the task left as written: each "
+              "deploy_agent step whose agent a prompt_agent prompts (and any that names none) deploys it. A built-in "
+              "(claude-code, tool-loop, ...) or a stored agent's id (see `agentenv agent list`).")
 @model_options(agent_model_alias=True)
 @executor_options
 @click.option("--start-step", type=click.IntRange(min=0), default=0, show_default=True,
@@ -137,8 +140,8 @@ def validate(file, task_id, version):
                    "and answered.")
 @output_dir_option("each run's")
 @click.option("--json", "as_json", is_flag=True, help="Print the finished runs as JSON.")
-def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent_model, user_model, judge_model, executor,
-             ray_address, start_step, context_json, output_dir, as_json):
+def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent, agent_model, user_model, judge_model,
+             executor, ray_address, start_step, context_json, output_dir, as_json):
     """Run a stored task --k times; exit 0 only if every run passed.
 
     With --start-step N the first N steps are not run; the run starts from --context-json (the context a
@@ -157,7 +160,7 @@ def run_task(task_id, version, k, concurrency, seeds, sandbox, keep, agent_model
     if start_step and context is None:
         click.echo(f"note: --start-step {start_step} without --context-json: the skipped steps' outputs start empty",
                    err=True)
-    options = RunOptions(sandbox=sandbox or None, keep=keep, agent_model=agent_model or None,
+    options = RunOptions(sandbox=sandbox or None, agent=agent or None, keep=keep, agent_model=agent_model or None,
                          user_model=user_model or None, judge_model=judge_model or None, start_step=start_step,
                          context=context, executor=executor, ray_address=ray_address)
     if output_dir is not None and output_dir.exists() and not output_dir.is_dir():

@@ -69,3 +69,19 @@ def test_config_refs_are_stored_as_written_and_read_when_the_agent_deploys(tmp_p
         assert "HELPER_GREETING is not set" in exc.message
     else:
         raise AssertionError("an unset env: reference must fail the deploy")
+
+
+def test_task_run_agent_swaps_the_solver_of_a_stored_task(tmp_path):
+    root = _bundle(tmp_path, {"chat": _task("orig", "HELPED", user=True)})
+    _agent(root, "orig", 'spec = "scripted"\n[config.plan]\nturns = [[{reply = "ORIGINAL"}]]\n')
+    project = tmp_path / "proj"
+    assert cli(project, "run", str(root), "--sandbox", "process").returncode == 1  # stores the task and agents
+    [first] = _runs(project)
+    helper = next(a["id"] for a in json.loads(cli(project, "agent", "list", "--json", check=True).stdout)
+                  if str(a.get("id", "")).endswith("/b/helper"))
+    out = cli(project, "task", "run", "--id", first["task_id"], "--sandbox", "process", "--agent", helper)
+    assert out.returncode == 0, out.stdout + out.stderr
+    latest = _runs(project)[0]
+    deployed = _show(project, latest["run_id"])["context"]["deployed_agents"]
+    agents = {a["agent_name"]: a["a2a_agent_id"] for a in deployed}
+    assert agents["solver"] == helper and agents["user"] == "scripted"
