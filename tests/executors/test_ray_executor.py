@@ -158,3 +158,16 @@ def test_an_unreachable_cluster_fails_with_what_to_do(project):
     out = cli(project, "run", "hello", "--executor", "ray", "--ray-address", "127.0.0.1:9", env=env(), timeout=60)
     assert out.returncode != 0
     assert "no Ray cluster answers at 127.0.0.1:9" in out.stderr and "ray start --head" in out.stderr
+
+
+def test_rollouts_on_ray_yield_episodes_like_local_ones(cluster, project, monkeypatch):
+    import agentenv_local
+
+    for name in [n for n in os.environ if n.startswith("AGENTENV_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    episodes = list(agentenv_local.rollouts_sync(SUPPORT, k=2, concurrency=2, sandbox="process", executor="ray",
+                                                 ray_address=cluster.address, project=project))
+    assert len(episodes) == 2 and all(e["status"] == "passed" and e["score"] == 1.0 for e in episodes)
+    assert all(e["messages"][0]["role"] == "user" for e in episodes)
+    assert all(show_json(project, e["run_id"], env=env())["executor"]["kind"] == "ray" for e in episodes)
