@@ -92,10 +92,12 @@ def resolved_config(config: Any, agent_id: str, fields: dict[str, Any]) -> dict[
 
 
 def solver_step_ids(steps: list[dict]) -> set[str]:
-    """The ids of a task's deploy_agent steps (its JSON `steps`) that deploy an agent a prompt_agent step prompts,
-    not as its user simulator: the solver's, whose agent `--agent` swaps for one run (as the reference's does)."""
+    """The ids of a task's deploy_agent and install_agent steps (its JSON `steps`) that deploy or install an agent a
+    prompt_agent step prompts, not as its user simulator: the solver's, whose agent `--agent` swaps for one run (as
+    the reference's solver_steps does)."""
     prompts = [s for s in steps if isinstance(s, dict) and s.get("type") == "prompt_agent"]
     prompted = {p.get("agent_name") or "default-agent" for p in prompts}
     prompted -= {p.get("user_agent_name") for p in prompts if p.get("user_agent_name")}
     return {s["id"] for s in steps if isinstance(s, dict) and isinstance(s.get("id"), str)
-            and s.get("type") == "deploy_agent" and (s.get("agent_name") or "default-agent") in prompted}
+            and s.get("type") in ("deploy_agent", "install_agent")
+            and (s.get("agent_name") or "default-agent") in prompted}

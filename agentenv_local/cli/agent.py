@@ -1,4 +1,4 @@
-"""`agentenv agent`: store, list, deploy and validate A2A agents."""
+"""`agentenv agent`: store, list, deploy, validate and install A2A agents (`install`: cli/agent_install.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import click
 from agentenv_local.hub.methods import HubMethods
 
 from ._common import ago, echo_json, serve_until_stopped, session, table
+from .agent_install import install
 
 
 def _json_option(text: str | None, what: str) -> dict:
@@ -27,7 +28,10 @@ def _json_option(text: str | None, what: str) -> dict:
 
 @click.group("agent")
 def agent_group():
-    """Store, list, deploy and validate A2A agents."""
+    """Store, list, deploy and validate A2A agents; install a coding CLI into a sandbox."""
+
+
+agent_group.add_command(install)
 
 
 @agent_group.command("put")

@@ -412,8 +412,11 @@ class VerifyA2AInstallStep(AgentCheckStep):
     async def check(self, ctx: StepContext, record: dict) -> Any:
         installed = record.get("a2a_url") is not None
         advertised = installed and find_extension(record.get("a2a_card"), "install") is not None
+        put = [r for r in ctx.state.get("installed_agents", []) if r.get("agent_name") == self.agent_name]
+        why = (f"install_agent put its CLI into sandbox {put[-1].get('sandbox_name')!r}, and starts no A2A server "
+               "there (deploy_agent starts agents)" if put else "no install_agent or deploy_agent step made it")
         rows = [row("the installed agent is deployed", installed, "deployed" if installed else
-                    f"no agent named {self.agent_name!r} was deployed (agentenv has no install_agent step yet)"),
+                    f"no agent named {self.agent_name!r} was deployed: {why}"),
                 row("install/v1 on the card", advertised, "advertised" if advertised else
                     f"the card does not list {ext_uri('install')}")]
         responded = False
