@@ -65,5 +65,7 @@ plugin = LazyCommand("plugin", "agentenv_local.cli.plugin:plugin",
                      "List, show and check installed plugins; add and remove them with pip.")
 bundle = LazyCommand("bundle", "agentenv_local.cli.bundle:bundle_group",
                    "Create bundle folders (new, or a stored task or eval).")
+replay = LazyCommand("replay", "agentenv_local.cli.replay:replay",
+                     "Replay recorded runs against the current env and report what differs.")
 up = LazyCommand("up", "agentenv_local.cli.hub:up", "Start a long-lived hub for this project.")
 down = LazyCommand("down", "agentenv_local.cli.hub:down", "Stop this project's hub.")

@@ -1,4 +1,4 @@
-"""`agentenv runs`: list, show, resume, cancel and review runs (live, through the hub)."""
+"""`agentenv runs`: list, show, resume, cancel, review and diff runs (live, through the hub)."""
 
 from __future__ import annotations
 
@@ -164,3 +164,32 @@ def review(run_id, decision):
         for record in pending:
             HubMethods(s).review(record["id"], decision)
             click.echo(f"{record['id']}: {decision}")
+
+
+@runs.command("diff")
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+def diff(run_a, run_b, as_json):
+    """What differs between two finished runs: status, score, criteria, tool calls and results in order,
+    trigger firings, the env's calls (its state where a verifier read it). Exit 0 on none, 1 on any."""
+    from agentenv_local.replay.compare import differences
+    from agentenv_local.replay.replay import view_of
+
+    with session() as s:
+        a, b = (s.store.runs.get(s.store.runs.resolve(r)) for r in (run_a, run_b))
+        found = differences(view_of(s.store, a), view_of(s.store, b))
+    if as_json:
+        echo_json({"run_a": a["run_id"], "run_b": b["run_id"], "differences": [d.to_json() for d in found]})
+    else:
+        for d in found:
+            click.echo(f"{d.where}: {d.what}: {a['run_id']} {_short(d.a)} | {b['run_id']} {_short(d.b)}")
+        click.echo("No differences." if not found else f"{len(found)} difference(s).")
+    return 1 if found else 0
+
+
+def _short(value: object) -> str:
+    import json
+
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,96 @@
+"""A finished run read into what replay compares: per agent turn its tool calls, the env's calls in order,
+the criteria, the triggers that fired, status and score."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentenv_local.episodes.record import LoadObject, _full_trajectory
+
+
+def split_turns(response: dict, load_object: LoadObject | None) -> list[list[dict]] | None:
+    """The tool calls of each turn of a prompt response, from its trajectory's `turn` markers; None when the
+    trajectory was not recorded (the agent offers no trajectory/v1) though the agent called tools."""
+    events = [e for e in _full_trajectory(response, load_object) if isinstance(e, dict)]
+    turns = list(response.get("turns") or [])
+    if not events:
+        return None if response.get("tool_call_count") else [[] for _ in turns]
+    per_turn: list[list[dict]] = []
+    for event in events:
+        if event.get("type") == "turn":
+            per_turn.append([])
+        elif event.get("type") == "tool_call":
+            if not per_turn:
+                per_turn.append([])
+            per_turn[-1].append(event)
+    return per_turn
+
+
+def _parsed(value: Any) -> Any:
+    """A tool result as JSON when its text is JSON (the tool loop keeps text, the scripted agent values)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def run_view(run: dict, events: list[dict], load_object: LoadObject | None) -> dict[str, Any]:
+    """The comparable view of one run (`events`: its stored events, for the env's own call log)."""
+    context = run.get("context") or {}
+    agent_calls: dict[str, Any] = {}
+    triggers: dict[str, Any] = {}
+    for response in context.get("prompt_responses") or []:
+        where = f"step {response.get('step_id')} (agent {response.get('agent_name')})"
+        per_turn = split_turns(response, load_object) or []
+        for t, calls in enumerate(per_turn):
+            for i, call in enumerate(calls):
+                agent_calls[f"{where} turn {t + 1} tool call {i + 1}"] = {
+                    "tool": call.get("tool") or call.get("name"), "args": call.get("args"),
+                    "result": _parsed(call.get("result")), "is_error": bool(call.get("is_error"))}
+        for turn in response.get("turns") or []:
+            if turn.get("triggers_fired"):
+                triggers[f"{where} turn {int(turn.get('turn', 0)) + 1}"] = turn["triggers_fired"]
+    if fired := firings(events):
+        triggers["env triggers fired"] = fired
+    criteria: dict[str, Any] = {}
+    for verifier, verification in (run.get("verifications") or {}).items():
+        if not isinstance(verification, dict):
+            continue
+        criteria[f"verifier {verifier} score"] = verification.get("score")
+        for index, row in enumerate(verification.get("results") or []):
+            if isinstance(row, dict):
+                name = row.get("id") or row.get("name") or f"#{index + 1}"
+                criteria[f"verifier {verifier} criterion {name}"] = {"result": row.get("result"),
+                                                                     "score": row.get("score")}
+    return {"status": run.get("status"), "score": run.get("score"), "criteria": criteria,
+            "tool_calls": agent_calls, "env_calls": env_calls(events), "triggers": triggers}
+
+
+def env_calls(events: list[dict]) -> dict[str, Any]:
+    """Every call the env's gateway logged (agents' and verifiers' alike), in order, with its result: what the
+    env held as the run went, the final state included where a verifier read it."""
+    results = {(e["body"].get("instance_id"), e["body"].get("tool_call_event_id")): e["body"]
+               for e in events if e.get("kind") == "env.tool_call_result" and isinstance(e.get("body"), dict)}
+    calls: dict[str, Any] = {}
+    for event in events:
+        body = event.get("body")
+        if event.get("kind") != "env.tool_call" or not isinstance(body, dict):
+            continue
+        call = body.get("tool_call") or {}
+        answer = results.get((body.get("instance_id"), body.get("event_id"))) or {}
+        result = answer.get("tool_call_result") or {}
+        texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and "text" in c]
+        calls[f"env call {len(calls) + 1} ({call.get('function_name')}, role {body.get('role')})"] = {
+            "tool": call.get("function_name"), "args": call.get("arguments"),
+            "result": _parsed("\n".join(t for t in texts if isinstance(t, str))),
+            "is_error": bool(result.get("isError") or result.get("is_error"))}
+    return calls
+
+
+def firings(events: list[dict]) -> list[dict]:
+    """The env triggers that fired (the gateway's trigger_fired events), in order."""
+    return [{"trigger_id": e["body"].get("trigger_id")} for e in events
+            if isinstance(e.get("body"), dict) and e["body"].get("event_type") == "trigger_fired"]

@@ -1,0 +1,78 @@
+"""Replay recorded runs and report what differs (docs/tasks/replay.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv_local.errors import ValidationError
+
+from .compare import Difference, differences
+from .record import run_view
+from .task import recorded_env_versions, replay_steps
+
+FINISHED = ("passed", "failed", "error", "cancelled")
+
+
+@dataclass
+class ReplayReport:
+    run_id: str
+    replay_run_ids: list[str]
+    differences: list[Difference]
+    notes: list[str] = field(default_factory=list)  # what could not be replayed exactly, and why
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "replay_run_ids": self.replay_run_ids,
+                "differences": [d.to_json() for d in self.differences], "notes": self.notes}
+
+
+def loader(store: Any):
+    def load(key: str) -> bytes | None:
+        return store.objects.get(key) if store.objects.exists(key) else None
+    return load
+
+
+def view_of(store: Any, run: dict) -> dict[str, Any]:
+    return run_view(run, store.events.query(run_id=run["run_id"]), loader(store))
+
+
+def replay_task_id(task_id: str) -> str:
+    return f"{task_id}-replay"
+
+
+def prepare(store: Any, run: dict, env_version: list[str], task_version: int | None) -> tuple[str, int, list[str]]:
+    """Store the replay task of `run` (task id, version, notes)."""
+    from agentenv_local.bundles.materialize import _json_digest
+
+    if run.get("status") not in FINISHED:
+        raise ValidationError(f"run {run['run_id']} is {run.get('status')}: only a finished run can be replayed",
+                              hint="wait for it to finish, or resume it with `agentenv runs resume`")
+    doc = store.documents.get("tasks", run["task_id"], task_version or run.get("task_version"))
+    steps = (doc.get("body") or {}).get("steps")
+    if not isinstance(steps, list):
+        raise ValidationError(f"task {run['task_id']} v{doc.get('version')} has no steps list to replay")
+    events = store.events.query(run_id=run["run_id"])
+    versions = recorded_env_versions(run, env_version)
+    for env_id, version in versions.items():
+        store.documents.get("envs", env_id, version)  # a version that does not exist fails here, nothing stored
+    new_steps, notes = replay_steps(steps, run, events, loader(store), versions)
+    body = {"steps": new_steps, "description": f"replay of run {run['run_id']}"}
+    stored = store.documents.put("tasks", replay_task_id(run["task_id"]), body, digest=_json_digest(body),
+                                 if_changed=True)
+    return stored["id"], stored["version"], notes
+
+
+def compare_replays(recorded: dict[str, Any], replays: list[dict[str, Any]]) -> tuple[list[Difference], list[str]]:
+    """The recorded view against each replay's: a difference every replay shows alike is real; one where the
+    replays disagree among themselves is the tool's own randomness (a note, not a difference)."""
+    if not replays:
+        return [], []
+    first = differences(recorded, replays[0])
+    unstable = {d.key for other in replays[1:] for d in differences(replays[0], other)}
+    real = [d for d in first if d.key not in unstable]
+    for other in replays[1:]:
+        real.extend(d for d in differences(recorded, other) if d.key not in unstable
+                    and d.key not in {r.key for r in real})
+    notes = [f"{where}: {what} differs from replay to replay with no env change (randomness in the tool); "
+             "not counted as a difference" for where, what in sorted(unstable)]
+    return real, notes

@@ -1,0 +1,123 @@
+"""The replay task: the recorded task's steps with every agent swapped for its replay agent (agents.py), the
+env pinned at the recorded (or a given) version, and a wall-clock env's clock frozen at the recorded time."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+from agentenv_local.episodes.record import LoadObject
+from agentenv_local.errors import ValidationError
+
+from .agents import judge_plan, solver_plan, user_plan
+
+REPLAY_AGENT = "scripted"
+
+
+def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: LoadObject | None,
+                 env_versions: dict[str, int]) -> tuple[list[dict], list[str]]:
+    """(the replay task's steps, notes on what is not replayed exactly). `env_versions`: env id -> version."""
+    context = run.get("context") or {}
+    responses = [r for r in context.get("prompt_responses") or [] if isinstance(r, dict)]
+    verifications = run.get("verifications") or {}
+    notes: list[str] = []
+    solver_of: dict[str, dict] = {}
+    for response in responses:
+        name = str(response.get("agent_name"))
+        if name in solver_of:
+            notes.append(f"step {response.get('step_id')}: agent {name} was prompted again; its replay plan follows "
+                         f"step {solver_of[name].get('step_id')}'s turns, then this step's")
+            solver_of[name] = {**solver_of[name], "turns": [*solver_of[name].get("turns", []),
+                                                            *(response.get("turns") or [])]}
+            continue
+        solver_of[name] = response
+    user_of = {str(s.get("user_agent_name")): next((r for r in responses if r.get("step_id") == s.get("id")), None)
+               for s in steps if s.get("type") == "prompt_agent" and s.get("user_agent_name")}
+    out: list[dict] = []
+    for raw in steps:
+        step = copy.deepcopy(raw)
+        kind = step.get("type")
+        if kind == "deploy_agent":
+            step = _replay_agent_step(step, solver_of, user_of, notes, load_object)
+        elif kind == "deploy_env":
+            env_id = step.get("env_id")
+            if env_id in env_versions:
+                step["env_version"] = env_versions[env_id]
+        elif kind == "prompt_agent" and step.get("user_model") and not step.get("user_agent_name"):
+            notes.append(f"step {step.get('id')}: the user simulator is a live model call (user_model); its replies "
+                         "are asked again, not fed back")
+        elif kind == "rubrics_verifier":
+            verification = verifications.get(step.get("verifier_id") or step.get("id")) or {}
+            plan = judge_plan(verification)
+            if plan is None:
+                notes.append(f"step {step.get('id')}: the judge's verdict was not recorded; it judges live again")
+            else:
+                judge = f"replay-judge-{step.get('id')}"
+                out.append({"id": judge, "type": "deploy_agent", "a2a_agent_id": REPLAY_AGENT, "agent_name": judge,
+                            "config": {"plan": plan}, "depends_on": list(step.get("depends_on") or [])})
+                step.update(use_agent_judge=True, judge_agent_name=judge,
+                            depends_on=[*(step.get("depends_on") or []), judge])
+        out.append(step)
+    if not any(s.get("type") == "sync_env_clock" for s in steps):
+        out = _freeze_clocks(out, run, events)
+    return out, notes
+
+
+def _replay_agent_step(step: dict, solver_of: dict[str, dict], user_of: dict[str, dict | None], notes: list[str],
+                       load_object: LoadObject | None) -> dict:
+    name = str(step.get("agent_name") or "default-agent")
+    if name in solver_of:
+        plan, why = solver_plan(solver_of[name], load_object)
+        notes.extend(why)
+    elif name in user_of and user_of[name] is not None:
+        plan = user_plan(user_of[name] or {})
+    else:  # a judge (its verifier gets its own replay judge) or an agent never prompted
+        plan = {"turns": [], "after_last": "end"}
+    kept = {k: step[k] for k in ("id", "type", "agent_name", "env_ids", "role", "env_step_id", "depends_on",
+                                 "metadata", "agent_description") if k in step}
+    return {**kept, "a2a_agent_id": REPLAY_AGENT, "runtime": "in_hub", "config": {"plan": plan}}
+
+
+def _freeze_clocks(steps: list[dict], run: dict, events: list[dict]) -> list[dict]:
+    """After each deploy_env step, a `sync_env_clock` step freezing the env's clock at the time of the recorded
+    run's first call to it (a wall-clock env dates what it writes: frozen, the replay writes the same dates)."""
+    first_call: dict[str, float] = {}
+    for event in events:
+        body = event.get("body")
+        if event.get("kind") == "env.tool_call" and isinstance(body, dict) and event.get("at") is not None:
+            first_call.setdefault(str(event.get("step_id") or ""), float(event["at"]))
+    at = min(first_call.values(), default=float(run.get("started_at") or time.time()))
+    frozen = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    out: list[dict] = []
+    clock_of: dict[str, str] = {}
+    for step in steps:
+        out.append(step)
+        if step.get("type") == "deploy_env":
+            clock = f"replay-clock-{step['id']}"
+            clock_of[step["id"]] = clock
+            out.append({"id": clock, "type": "sync_env_clock", "env_id": step["env_id"], "virtual_time": frozen,
+                        "mode": "frozen", "depends_on": [step["id"]]})
+    for step in out:  # whatever needed the env deployed needs its clock set too
+        needs = step.get("depends_on") or []
+        extra = [clock_of[d] for d in needs if d in clock_of and step["id"] != clock_of[d]]
+        if extra:
+            step["depends_on"] = [*needs, *extra]
+    return out
+
+
+def recorded_env_versions(run: dict, override: list[str]) -> dict[str, int]:
+    """env id -> the version to replay against: the recorded one, or `--env-version [ENV=]V`."""
+    deployed = {str(e.get("env_id")): int(e["env_version"]) for e in (run.get("context") or {}).get("deployed_envs")
+                or [] if isinstance(e, dict) and e.get("env_version") is not None}
+    for spec in override:
+        name, _, version = spec.rpartition("=")
+        if not version.isdigit() or int(version) < 1:
+            raise ValidationError(f"--env-version {spec!r}: a version is a number >= 1",
+                                  hint="--env-version 2, or --env-version ENV=2 when the run deployed several envs")
+        matches = [e for e in deployed if not name or e == name or e.rsplit("/", 1)[-1] == name]
+        if len(matches) != 1:
+            raise ValidationError(f"--env-version {spec!r} names {'none' if not matches else 'several'} of the "
+                                  f"envs the run deployed ({', '.join(deployed) or 'none'})",
+                                  hint="say which: --env-version ENV=V (its id or last path segment)")
+        deployed[matches[0]] = int(version)
+    return deployed
