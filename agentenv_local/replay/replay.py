@@ -42,7 +42,8 @@ def replay_task_id(task_id: str) -> str:
 
 def prepare(store: Any, run: dict, env_version: list[str], task_version: int | None) -> tuple[str, int, list[str]]:
     """Store the replay task of `run` (task id, version, notes)."""
-    from agentenv_local.bundles.materialize import _json_digest
+    import hashlib
+    import json
 
     if run.get("status") not in FINISHED:
         raise ValidationError(f"run {run['run_id']} is {run.get('status')}: only a finished run can be replayed",
@@ -57,7 +58,7 @@ def prepare(store: Any, run: dict, env_version: list[str], task_version: int | N
         store.documents.get("envs", env_id, version)  # a version that does not exist fails here, nothing stored
     new_steps, notes = replay_steps(steps, run, events, loader(store), versions)
     body = {"steps": new_steps, "description": f"replay of run {run['run_id']}"}
-    stored = store.documents.put("tasks", replay_task_id(run["task_id"]), body, digest=_json_digest(body),
+    stored = store.documents.put("tasks", replay_task_id(run["task_id"]), body, digest=hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
                                  if_changed=True)
     return stored["id"], stored["version"], notes
 
