@@ -7,7 +7,8 @@ runs its CLI-agent image, cli_image.py: `runs_in_container`, `cli_agent_image`).
 (`scripted`, `tool-loop`, `human`: agentenv_local.agents.builtin) and Python agents (`file.py[:Class]`,
 `pkg.mod:Class`) run in the hub by default, which costs no process and no HTTP hop to start;
 `runtime = "subprocess"` runs them as `python -m agentenv_local.agents SPEC --port 0` instead (the same code,
-its own process).
+its own process). `start_announced` starts such a process (and a bundle's command agent, command.py) and waits
+for the URL it announces on stderr.
 """
 
 from __future__ import annotations
@@ -87,27 +88,35 @@ async def serve_in_hub(spec: str, config: dict[str, Any]) -> HostedAgent:
     return HostedAgent(url=f"http://127.0.0.1:{port}", runtime="in_hub", _server=server, _task=task)
 
 
-async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] | None = None,
-                log_path: Path | None = None, timeout: float = READY_TIMEOUT_S) -> HostedAgent:
-    import json
+class NotAnnounced(Exception):
+    """A started agent process did not announce its URL in time (or exited); `tail` is what it printed."""
 
-    argv = [sys.executable, "-m", "agentenv_local.agents", spec, "--port", "0"]
-    if config:
-        argv += ["--config", json.dumps(config)]
-    from agentenv_local.procs import host_env
+    def __init__(self, tail: str) -> None:
+        super().__init__(tail)
+        self.tail = tail
 
-    # A minimal environment (as sandboxed commands get) plus the agent's own env_vars: not our secrets.
-    env = {**host_env(), **(env_vars or {})}
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
-    hosted = HostedAgent(url="", runtime="subprocess", pid=proc.pid, _proc=proc)
+
+async def start_announced(argv: list[str], *, env: dict[str, str], cwd: str | None = None, runtime: str,
+                          log_path: Path | None = None, timeout: float = READY_TIMEOUT_S,
+                          find_url: Callable[[str], str | None] = announced_url) -> HostedAgent:
+    """Start `argv` in its own session (stdout to /dev/null) and wait until a line of its stderr gives its URL
+    (`find_url`); then keep draining its stderr into `log_path`, so a chatty agent never blocks on a full pipe.
+    Raises OSError when it cannot be started, NotAnnounced (after stopping it) when no URL came in `timeout` s."""
+    log = open(log_path, "a") if log_path else None  # opened first: no failure after the start leaves it running
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    except OSError:
+        if log:
+            log.close()
+        raise
+    hosted = HostedAgent(url="", runtime=runtime, pid=proc.pid, _proc=proc)
 
     def wait_announce() -> str | None:
         assert proc.stderr is not None
         for line in proc.stderr:
             hosted._log.append(line.rstrip())
-            url = announced_url(line)
-            if url:
+            if url := find_url(line):
                 return url
         return None
 
@@ -117,14 +126,12 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
         url = None
     if not url:
         await hosted.stop()
-        tail = "\n".join(hosted._log[-20:])
-        raise AgentStartError(f"agent {spec!r} (a subprocess) did not start"
-                              + (f"; it printed:\n{tail}" if tail else ""))
+        if log:
+            log.close()
+        raise NotAnnounced("\n".join(hosted._log[-20:]))
     hosted.url = url
-    # Keep draining its stderr so a chatty agent never blocks on a full pipe.
-    log = open(log_path, "a") if log_path else None  # closed by the drain thread
 
-    def drain() -> None:
+    def drain() -> None:  # closes the log when the agent's stderr ends
         assert proc.stderr is not None
         for line in proc.stderr:
             if log:
@@ -134,6 +141,24 @@ async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] |
 
     asyncio.get_running_loop().run_in_executor(None, drain)
     return hosted
+
+
+async def spawn(spec: str, config: dict[str, Any], *, env_vars: dict[str, str] | None = None,
+                log_path: Path | None = None, timeout: float = READY_TIMEOUT_S) -> HostedAgent:
+    import json
+
+    from agentenv_local.procs import host_env
+
+    argv = [sys.executable, "-m", "agentenv_local.agents", spec, "--port", "0"]
+    if config:
+        argv += ["--config", json.dumps(config)]
+    # A minimal environment (as sandboxed commands get) plus the agent's own env_vars: not our secrets.
+    env = {**host_env(), **(env_vars or {})}
+    try:
+        return await start_announced(argv, env=env, runtime="subprocess", log_path=log_path, timeout=timeout)
+    except NotAnnounced as exc:
+        raise AgentStartError(f"agent {spec!r} (a subprocess) did not start"
+                              + (f"; it printed:\n{exc.tail}" if exc.tail else "")) from None
 
 
 def runs_in_container(spec: str, sandbox_type: str | None) -> bool:
