@@ -263,14 +263,15 @@ def stored_run(project: Path, drop: tuple[str, ...]) -> tuple[dict, str]:
 
 
 def run_reference_smoke(bundle: Path, agent_name: str, responder: Callable[[RecordedRequest], Reply],
-                        model: Callable[[FakeModelServer], dict[str, str]], drop: tuple[str, ...]) -> list[dict]:
+                        model: Callable[[FakeModelServer], dict[str, str]], drop: tuple[str, ...],
+                        run_args: tuple[str, ...] = ()) -> list[dict]:
     """Run the `<agent_name>-smoke` task of `bundle` (from smoke_bundle_of) with the fake model server as [model]
-    (`model(server)`: its api, base_url and default): it passes with no malformed model request, its run names
-    the agent, the key is in no stored byte. The stored trajectory."""
+    (`model(server)`: its api, base_url and default; `run_args`: more `agentenv run` flags): it passes with
+    no malformed model request, its run names the agent, the key is in no stored byte. The stored trajectory."""
     project = bundle.parent / "proj"
     with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
         write_model_config(project, **model(server))
-        out = agentenv(project, "run", str(bundle), "--task", f"{agent_name}-smoke", drop=drop)
+        out = agentenv(project, "run", str(bundle), "--task", f"{agent_name}-smoke", *run_args, drop=drop)
         problems = [r.problems for r in server.requests if r.problems]
     assert out.returncode == 0 and "passed" in out.stdout, out.stdout + out.stderr
     assert not problems
@@ -301,8 +302,9 @@ def smoke_fails_without_model(bundle: Path, agent_name: str, drop: tuple[str, ..
     return dry
 
 
-def office_task(agent_name: str) -> dict[str, Any]:
-    """A task: `agent_name` (role 'agent', purge_mailbox disabled for it) searches the office env's seeded mail."""
+def office_task(agent_name: str, solver: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A task: `agent_name` (role 'agent', purge_mailbox disabled for it) searches the office env's seeded mail
+    (`solver`: more fields of its deploy_agent step)."""
     return {
         "description": f"{agent_name} reads the office env's mail through the gateway under the role 'agent'",
         "steps": [
@@ -312,7 +314,7 @@ def office_task(agent_name: str) -> dict[str, Any]:
             {"id": "lock_down", "type": "modify_env_tool_access", "env_id": "office", "action": "disable",
              "role": "agent", "tools": ["purge_mailbox"], "depends_on": ["seed_mail"]},
             {"id": "solver", "type": "deploy_agent", "a2a_agent_id": agent_name, "agent_name": "solver",
-             "env_ids": ["office"], "role": "agent", "depends_on": ["lock_down"]},
+             "env_ids": ["office"], "role": "agent", "depends_on": ["lock_down"], **(solver or {})},
             {"id": "ask", "type": "prompt_agent", "agent_name": "solver", "prompt_id": "ask",
              "prompt": "Search the mail for Acme pricing and tell me what you found.", "depends_on": ["solver"]},
             {"id": "check", "type": "agent_prompt_response_verifier", "prompt_id": "ask", "verifier_id": "answer",
@@ -323,16 +325,16 @@ def office_task(agent_name: str) -> dict[str, Any]:
 
 def run_office_task(tmp_path: Path, agent_name: str, responder: Callable[[RecordedRequest], Reply],
                     model: Callable[[FakeModelServer], dict[str, str]], drop: tuple[str, ...],
-                    wire: str) -> list[list[str]]:
+                    wire: str, solver: dict[str, Any] | None = None) -> list[list[str]]:
     """Run office_task(agent_name) on a copy of examples/support under `agentenv run` with the fake model server
     as [model]: it passes, and its one stored tool call is search_emails of the office server with the
     responder's arguments, answered from the seeded mail. The tool names offered in each model request to
-    `wire` that offered tools."""
+    `wire` that offered tools. `solver`: more fields of the agent's deploy_agent step."""
     bundle = tmp_path / f"office-{agent_name}"
     shutil.copytree(ROOT / "examples" / "support", bundle)
     for task in (bundle / "tasks").iterdir():
         task.unlink()
-    (bundle / "tasks" / f"office-{agent_name}.json").write_text(json.dumps(office_task(agent_name)))
+    (bundle / "tasks" / f"office-{agent_name}.json").write_text(json.dumps(office_task(agent_name, solver)))
     project = tmp_path / "proj"
     (project / ".agentenv").mkdir(parents=True)
     with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:

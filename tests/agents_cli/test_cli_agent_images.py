@@ -1,6 +1,12 @@
 """The CLI-agent images (hosting/agents/cli_image.py: the env runtime image plus Node and the CLI from the setup
 cache) of claude-code and codex, built on real Podman at most once per session (the fixture), then found by their
-tag; the tag follows its inputs; the build runs the CLI's --version in the image (a broken image fails it)."""
+tag; the tag follows its inputs; the build runs the CLI's --version in the image (a broken image fails it).
+
+A CLI turn in Podman: `deploy_agent` of claude-code or codex under `--sandbox podman` (or the step's
+`sandbox_type: podman`) runs our A2A agent and the real CLI in its image, on the fake model server through the
+agent's model proxy: the reference's smoke task (the CLI's shell tool runs `echo $((6 * 7))`: 42) and the office
+env task (the CLI calls search_emails through our gateway under the role 'agent', purge_mailbox hidden by RBAC);
+the stored trajectory shows the CLI's tool calls and the run records a Podman container agent."""
 
 from __future__ import annotations
 
@@ -9,13 +15,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_kit import agentenv, cli_path, stored_run, write_model_config
+from agent_cli_kit import (
+    MODEL_KEY,
+    agentenv,
+    cli_path,
+    run_office_task,
+    run_reference_smoke,
+    smoke_bundle_of,
+    stored_run,
+    tool_calls,
+    write_model_config,
+)
 from kits.hub import write_bundle
+from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.hosting.agents import cli_image
 from agentenv_local.testing.fake_models import FakeModelServer
 
 pytestmark = [pytest.mark.podman, pytest.mark.timeout(900)]  # a first image build takes minutes
+PODMAN = ("--sandbox", "podman")
+
+
+def anthropic_model(server: FakeModelServer) -> dict[str, str]:
+    return {"api": "anthropic", "base_url": server.root_url, "default": "claude-sonnet-4-5"}
+
+
+def openai_model(server: FakeModelServer) -> dict[str, str]:
+    return {"api": "openai", "base_url": server.base_url, "default": "gpt-5-codex"}
 
 
 class CountingProvider:
@@ -56,6 +82,15 @@ def cli_agent_images(podman_base_image: str, tmp_path_factory: pytest.TempPathFa
     return refs
 
 
+def in_podman(project: Path, drop: tuple[str, ...]) -> dict[str, Any]:
+    """The deployed agent of the project's last run, checked to have run in a Podman container."""
+    run, shown = stored_run(project, drop)
+    [agent] = run["context"]["deployed_agents"]
+    assert (agent["runtime"], agent["sandbox_type"], agent["on_host"]) == ("container", "podman", False), agent
+    assert MODEL_KEY not in shown
+    return dict(agent)
+
+
 def test_the_image_tag_follows_its_inputs(cli_agent_images: dict[str, str]) -> None:
     runtime = "localhost/agentenv/env-runtime:0123456789abcdef"
     digest = cli_image.agent_digest("claude-code", runtime)
@@ -87,3 +122,40 @@ def test_deploy_agent_of_claude_code_with_sandbox_type_podman_runs_in_its_image(
     [agent] = run["context"]["deployed_agents"]
     assert (agent["runtime"], agent["sandbox_type"], agent["on_host"]) == ("container", "podman", False), agent
     assert agent["a2a_card"]["name"] == "claude-code" and agent["a2a_url"].startswith("http://127.0.0.1:")
+
+
+def test_claude_code_smoke_runs_in_podman(cli_agent_images: dict[str, str], tmp_path: Path) -> None:
+    bundle = smoke_bundle_of(tmp_path, "claude-code")
+    trajectory = run_reference_smoke(bundle, "claude-code", ShellResponder(), anthropic_model, ("ANTHROPIC_",),
+                                     run_args=PODMAN)
+    in_podman(bundle.parent / "proj", ("ANTHROPIC_",))
+    [call] = tool_calls(trajectory)
+    assert (call["name"], call["result"].strip(), call["is_error"]) == ("Bash", "42", False)
+    assert COMMAND in call["args"]["command"]
+
+
+def test_codex_smoke_runs_in_podman(cli_agent_images: dict[str, str], tmp_path: Path) -> None:
+    bundle = smoke_bundle_of(tmp_path, "codex")
+    trajectory = run_reference_smoke(bundle, "codex", ShellResponder(), openai_model, ("OPENAI_",), run_args=PODMAN)
+    in_podman(bundle.parent / "proj", ("OPENAI_",))
+    assert [(c["name"], c["result"].strip()) for c in tool_calls(trajectory)] == [("command_execution", "42")]
+
+
+def test_claude_code_in_podman_calls_an_office_tool_through_the_gateway(cli_agent_images: dict[str, str],
+                                                                       tmp_path: Path) -> None:
+    responder = ShellResponder(mcp_tool="__search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "claude-code", responder, anthropic_model, ("ANTHROPIC_",), "/v1/messages",
+                              solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
+    assert responder.called == ["mcp__office__search_emails"]
+    assert offered and all("mcp__office__purge_mailbox" not in names for names in offered)  # the role's RBAC
+    in_podman(tmp_path / "proj", ("ANTHROPIC_",))
+
+
+def test_codex_in_podman_calls_an_office_tool_through_the_gateway(cli_agent_images: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    responder = ShellResponder(mcp_tool=".search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "codex", responder, openai_model, ("OPENAI_",), "/v1/responses",
+                              solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
+    assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
+    assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)
+    in_podman(tmp_path / "proj", ("OPENAI_",))
