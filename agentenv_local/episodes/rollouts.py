@@ -70,17 +70,10 @@ async def rollouts(source: str | Path | None = None, **fields: Any) -> AsyncIter
     def put(kind: str, value: Any) -> None:
         loop.call_soon_threadsafe(items.put_nowait, (kind, value))
 
-    worker = threading.Thread(target=_produce, args=(spec, put, stop), name="agentenv-rollouts", daemon=True)
-    worker.start()
+    worker = _start(spec, put, stop)
     try:
-        while True:
-            kind, value = await items.get()
-            if kind == "episode":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
+        while (episode := _episode_or_end(*await items.get())) is not None:
+            yield episode
     finally:
         stop.set()
         await asyncio.to_thread(worker.join)
@@ -92,21 +85,26 @@ def rollouts_sync(source: str | Path | None = None, **fields: Any) -> Iterator[d
     spec.check()
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
     stop = threading.Event()
-    worker = threading.Thread(target=_produce, args=(spec, lambda k, v: items.put((k, v)), stop),
-                              name="agentenv-rollouts", daemon=True)
-    worker.start()
+    worker = _start(spec, lambda kind, value: items.put((kind, value)), stop)
     try:
-        while True:
-            kind, value = items.get()
-            if kind == "episode":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
+        while (episode := _episode_or_end(*items.get())) is not None:
+            yield episode
     finally:
         stop.set()
         worker.join()
+
+
+def _start(spec: RolloutSpec, put: Any, stop: threading.Event) -> threading.Thread:
+    worker = threading.Thread(target=_produce, args=(spec, put, stop), name="agentenv-rollouts", daemon=True)
+    worker.start()
+    return worker
+
+
+def _episode_or_end(kind: str, value: Any) -> dict[str, Any] | None:
+    """What the producer handed over: an episode, None at the end, or its error raised here."""
+    if kind == "error":
+        raise value
+    return value if kind == "episode" else None
 
 
 def _produce(spec: RolloutSpec, put: Any, stop: threading.Event) -> None:
