@@ -52,7 +52,7 @@ def replay(run_id, eval_id, env_version, task_version, times, as_json):
         _echo_body(reports[0], indent="")
         click.echo("No differences." if not reports[0].differences
                    else f"{len(reports[0].differences)} difference(s).")
-    return 1 if any(r.differences for r in reports) else 0
+    click.get_current_context().exit(1 if any(r.differences for r in reports) else 0)
 
 
 def _replay_one(s: Any, run: dict, env_version: list[str], task_version: int | None, times: int):
@@ -79,13 +79,7 @@ def _replay_one(s: Any, run: dict, env_version: list[str], task_version: int | N
 
 def _echo_body(report: Any, indent: str) -> None:
     for d in report.differences:
-        click.echo(f"{indent}{d.where}: {d.what}: recorded {_short(d.a)} | replayed {_short(d.b)}")
+        click.echo(indent + d.text("recorded", "replayed"))
     for note in report.notes:
         click.echo(f"{indent}note: {note}")
 
-
-def _short(value: Any) -> str:
-    import json
-
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= 120 else text[:117] + "..."

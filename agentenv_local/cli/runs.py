@@ -183,13 +183,7 @@ def diff(run_a, run_b, as_json):
         echo_json({"run_a": a["run_id"], "run_b": b["run_id"], "differences": [d.to_json() for d in found]})
     else:
         for d in found:
-            click.echo(f"{d.where}: {d.what}: {a['run_id']} {_short(d.a)} | {b['run_id']} {_short(d.b)}")
+            click.echo(d.text(a["run_id"], b["run_id"]))
         click.echo("No differences." if not found else f"{len(found)} difference(s).")
-    return 1 if found else 0
+    click.get_current_context().exit(1 if found else 0)
 
-
-def _short(value: object) -> str:
-    import json
-
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= 120 else text[:117] + "..."

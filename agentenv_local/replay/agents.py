@@ -33,8 +33,8 @@ def solver_plan(response: dict, load_object: LoadObject | None) -> tuple[dict[st
     per_turn = split_turns(response, load_object)
     turns = list(response.get("turns") or [])
     if per_turn is None:
-        notes.append(f"{where}: the agent's trajectory was not recorded, so its {response.get('tool_call_count')} "
-                     "tool call(s) are not made again; only its replies are")
+        notes.append(f"{where}: the agent's trajectory was not recorded (it offers no trajectory/v1), so whatever "
+                     "tools it called are not called again; only its replies are replayed")
         per_turn = [[] for _ in turns]
     plan_turns: list[list[dict]] = []
     for index, turn in enumerate(turns):

@@ -10,12 +10,12 @@ from agentenv_local.episodes.record import LoadObject, _full_trajectory
 
 
 def split_turns(response: dict, load_object: LoadObject | None) -> list[list[dict]] | None:
-    """The tool calls of each turn of a prompt response, from its trajectory's `turn` markers; None when the
-    trajectory was not recorded (the agent offers no trajectory/v1) though the agent called tools."""
+    """The tool calls of each turn of a prompt response, from its trajectory's `turn` markers; None when no
+    trajectory was recorded (the agent offers no trajectory/v1): what tools it called is not known."""
     events = [e for e in _full_trajectory(response, load_object) if isinstance(e, dict)]
     turns = list(response.get("turns") or [])
     if not events:
-        return None if response.get("tool_call_count") else [[] for _ in turns]
+        return None if turns else []
     per_turn: list[list[dict]] = []
     for event in events:
         if event.get("type") == "turn":

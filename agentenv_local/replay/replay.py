@@ -58,8 +58,8 @@ def prepare(store: Any, run: dict, env_version: list[str], task_version: int | N
         store.documents.get("envs", env_id, version)  # a version that does not exist fails here, nothing stored
     new_steps, notes = replay_steps(steps, run, events, loader(store), versions)
     body = {"steps": new_steps, "description": f"replay of run {run['run_id']}"}
-    stored = store.documents.put("tasks", replay_task_id(run["task_id"]), body, digest=hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
-                                 if_changed=True)
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    stored = store.documents.put("tasks", replay_task_id(run["task_id"]), body, digest=digest, if_changed=True)
     return stored["id"], stored["version"], notes
 
 

@@ -47,11 +47,11 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
             notes.append(f"step {step.get('id')}: the user simulator is a live model call (user_model); its replies "
                          "are asked again, not fed back")
         elif kind == "rubrics_verifier":
-            verification = verifications.get(step.get("verifier_id") or step.get("id")) or {}
-            plan = judge_plan(verification)
-            if plan is None:
+            verification = verifications.get(step.get("verifier_id") or step.get("id"))
+            plan = judge_plan(verification) if isinstance(verification, dict) else None
+            if plan is None and verification is not None:  # it judged, but its verdict is not in the record
                 notes.append(f"step {step.get('id')}: the judge's verdict was not recorded; it judges live again")
-            else:
+            elif plan is not None:
                 judge = f"replay-judge-{step.get('id')}"
                 out.append({"id": judge, "type": "deploy_agent", "a2a_agent_id": REPLAY_AGENT, "agent_name": judge,
                             "config": {"plan": plan}, "depends_on": list(step.get("depends_on") or [])})
