@@ -241,7 +241,8 @@ def test_unknown_section_suggests_the_closest(tmp_path):
         load_config(tmp_path)
     text = info.value.render()
     assert "unknown section 'plugin'" in text
-    sections = "store, runner, executor, scripts, hub, sandbox, envs, agents, secrets, model, task_steps, security, plugins"
+    sections = ("store, runner, executor, scripts, hub, sandbox, envs, agents, secrets, model, task_steps, security, "
+                "plugins")
     assert sections in text
     assert "did you mean 'plugins'" in text
 
