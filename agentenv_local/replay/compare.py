@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-SECTIONS = ("status", "score", "tool_calls", "env_calls", "triggers", "criteria")
+SECTIONS = ("status", "score", "tool_calls", "env_calls", "triggers", "env_state", "criteria")
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _diff(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
     """What differs between two views, in section order (status, score, tool calls, env calls, triggers,
-    criteria), each keyed entry compared down to where it differs."""
+    env state, criteria), each keyed entry compared down to where it differs."""
     found: list[Difference] = []
     for section in SECTIONS:
         left, right = a.get(section), b.get(section)

@@ -37,8 +37,10 @@ def _parsed(value: Any) -> Any:
     return value
 
 
-def run_view(run: dict, events: list[dict], load_object: LoadObject | None) -> dict[str, Any]:
-    """The comparable view of one run (`events`: its stored events, for the env's own call log)."""
+def run_view(run: dict, events: list[dict], load_object: LoadObject | None,
+             env_state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The comparable view of one run (`events`: its stored events, for the env's own call log; `env_state`:
+    the env state its snapshot steps stored, by snapshot and file)."""
     context = run.get("context") or {}
     agent_calls: dict[str, Any] = {}
     triggers: dict[str, Any] = {}
@@ -66,7 +68,8 @@ def run_view(run: dict, events: list[dict], load_object: LoadObject | None) -> d
                 criteria[f"verifier {verifier} criterion {name}"] = {"result": row.get("result"),
                                                                      "score": row.get("score")}
     return {"status": run.get("status"), "score": run.get("score"), "criteria": criteria,
-            "tool_calls": agent_calls, "env_calls": env_calls(events), "triggers": triggers}
+            "tool_calls": agent_calls, "env_calls": env_calls(events), "triggers": triggers,
+            "env_state": env_state or {}}
 
 
 def env_calls(events: list[dict]) -> dict[str, Any]:
@@ -77,9 +80,13 @@ def env_calls(events: list[dict]) -> dict[str, Any]:
     calls: dict[str, Any] = {}
     for event in events:
         body = event.get("body")
-        if event.get("kind") != "env.tool_call" or not isinstance(body, dict):
+        if event.get("kind") not in ("env.tool_call", "env.tool_call_denied") or not isinstance(body, dict):
             continue
         call = body.get("tool_call") or {}
+        if event["kind"] == "env.tool_call_denied":  # refused by RBAC: the refusal is its result
+            calls[f"env call {len(calls) + 1} ({call.get('function_name')}, role {body.get('role')}, denied)"] = {
+                "tool": call.get("function_name"), "args": call.get("arguments"), "error": body.get("error")}
+            continue
         answer = results.get((body.get("instance_id"), body.get("event_id"))) or {}
         result = answer.get("tool_call_result") or {}
         texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and "text" in c]
@@ -90,7 +97,20 @@ def env_calls(events: list[dict]) -> dict[str, Any]:
     return calls
 
 
+# what identifies a firing and what it did; not its wall-clock timestamps, nor event ids
+_FIRING_KEYS = ("trigger_id", "provoking_tool", "mark", "tool", "action_index", "as", "ok", "result_sha256")
+
+
 def firings(events: list[dict]) -> list[dict]:
-    """The env triggers that fired (the gateway's trigger_fired events), in order."""
-    return [{"trigger_id": e["body"].get("trigger_id")} for e in events
-            if isinstance(e.get("body"), dict) and e["body"].get("event_type") == "trigger_fired"]
+    """The env triggers that fired and the calls they made (the gateway's trigger_fired and
+    internal_tool_call events), in order."""
+    return [{"event": e["body"]["event_type"], **{k: e["body"][k] for k in _FIRING_KEYS if k in e["body"]}}
+            for e in events if isinstance(e.get("body"), dict)
+            and e["body"].get("event_type") in ("trigger_fired", "internal_tool_call")]
+
+
+def snapshot_state(files: dict[str, bytes]) -> dict[str, Any]:
+    """An env snapshot's service files (JSON where they are), its metadata (the trajectory log, with its
+    wall-clock timestamps) left out."""
+    return {name: _parsed(data.decode("utf-8", "replace")) for name, data in sorted(files.items())
+            if not name.startswith("metadata/")}

@@ -8,7 +8,7 @@ from typing import Any
 from agentenv_local.errors import ValidationError
 
 from .compare import Difference, differences
-from .record import run_view
+from .record import run_view, snapshot_state
 from .task import recorded_env_versions, replay_steps
 
 FINISHED = ("passed", "failed", "error", "cancelled")
@@ -33,7 +33,21 @@ def loader(store: Any):
 
 
 def view_of(store: Any, run: dict) -> dict[str, Any]:
-    return run_view(run, store.events.query(run_id=run["run_id"]), loader(store))
+    return run_view(run, store.events.query(run_id=run["run_id"]), loader(store), env_state(store, run))
+
+
+def env_state(store: Any, run: dict) -> dict[str, Any]:
+    """The env state the run's snapshot_env steps stored (`env snapshot STEP`: file -> content)."""
+    from agentenv_local.artifacts import read_files
+
+    snapshots = ((run.get("context") or {}).get("metadata") or {}).get("env_snapshotted_universes") or {}
+    state: dict[str, Any] = {}
+    for step_id, ref in snapshots.items():
+        if isinstance(ref, dict) and ref.get("id"):
+            doc = store.documents.find("artifacts", ref["id"], ref.get("version"))
+            if doc is not None:
+                state[f"env snapshot {step_id}"] = snapshot_state(read_files(store, doc))
+    return state
 
 
 def replay_task_id(task_id: str) -> str:

@@ -150,3 +150,32 @@ def test_an_unrecorded_live_model_turn_is_named_not_reported_as_a_difference(tmp
     assert report["notes"] == ["step chat (agent solver) turn 1: the agent's reply was not recorded (the turn ended "
                                "failed: a live model call whose response is not in the record); the replay fails "
                                "this turn as the run did"]
+
+
+def test_trigger_firings_and_snapshotted_env_state_are_compared(tmp_path):
+    """examples/office: a virtual clock, two triggers, RBAC refusals and a snapshot_env step at the end."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    shutil.copytree(ROOT / "examples" / "office", project / "office")
+    ok(agentenv(project, "run", "office"))
+    run = newest_run(project)
+    report = json.loads(ok(agentenv(project, "replay", run, "--json")))
+    assert report["differences"] == [] and report["notes"] == []
+    # the task's next version has the time trigger send another text: replay the run with it (--task-version)
+    task = project / "office" / "tasks" / "week.json"
+    before = "Every deal's stage should be current in the CRM before the review."
+    assert task.read_text().count(before) == 2
+    task.write_text(task.read_text().replace(before, "Bring your forecast."))
+    ok(agentenv(project, "run", "office"))
+    report = json.loads(ok(agentenv(project, "replay", run, "--task-version", "2", "--json"), 1))
+    wheres = {d["where"] for d in report["differences"]}
+    # the trigger's call, the mailbox as the outcome verifier read it and as the snapshot stored it: nothing else
+    assert wheres == {"env triggers fired", "env snapshot snapshot", "env call 12 (search_emails, role default)",
+                      "env call 14 (read_email, role default)"}, report["differences"]
+    fired = next(d for d in report["differences"] if d["where"] == "env triggers fired")
+    assert fired["what"].endswith(".result_sha256")  # the reminder the trigger sent is another text
+    state = [d for d in report["differences"] if d["where"] == "env snapshot snapshot"]
+    assert any(d["b"] == "Bring your forecast." and d["what"].startswith("mail/mail.json.") for d in state)
+    replayed = report["replay_run_ids"][0]
+    diff = json.loads(ok(agentenv(project, "runs", "diff", run, replayed, "--json"), 1))
+    assert {d["where"] for d in diff["differences"]} == wheres
