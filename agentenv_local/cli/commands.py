@@ -39,7 +39,7 @@ def plugin_problem(name: str, obj: Any) -> str | None:
 
 
 run = LazyCommand("run", "agentenv_local.cli.run:run", "Run a bundle's tasks, or list the bundles there are.")
-runs = LazyCommand("runs", "agentenv_local.cli.runs:runs", "List, show, resume and cancel runs.")
+runs = LazyCommand("runs", "agentenv_local.cli.runs:runs", "List, show, resume, cancel and diff runs.")
 human = LazyCommand("human", "agentenv_local.cli.human:human",
                     "Answer the questions human agents of live runs wait on.")
 task = LazyCommand("task", "agentenv_local.cli.task:task", "Create, get, validate and run stored tasks.")

@@ -11,7 +11,7 @@ from ._common import ago, duration, echo_json, score_text, session, table
 
 @click.group()
 def runs():
-    """List, show, resume and cancel runs."""
+    """List, show, resume, cancel and diff runs."""
 
 
 @runs.command("list")
