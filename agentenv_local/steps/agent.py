@@ -148,7 +148,13 @@ class DeployAgentStep(Step):
     async def execute(self, ctx: "StepContext") -> None:
         from agentenv_local.agents import registry
         from agentenv_local.agents.client import A2AClient
-        from agentenv_local.hosting.agents.hosted import resolve_spec, runs_in_container, serve_in_hub, spawn
+        from agentenv_local.hosting.agents.hosted import (
+            ContainerAgent,
+            resolve_spec,
+            runs_in_container,
+            serve_in_hub,
+            spawn,
+        )
 
         for record in ctx.state.get("deployed_agents", []):
             if record.get("agent_name") == self.agent_name and not record.get("torn_down"):
@@ -191,7 +197,7 @@ class DeployAgentStep(Step):
                                                  log_path=ctx.services.paths.logs_dir / f"{instance_id}.log",
                                                  timeout=self.ready_timeout_seconds, name=agent_id)
                 elif runtime == "container":
-                    hosted = await self._start_container(ctx, stored, instance_id)
+                    hosted = await self._start_container(ctx, stored, instance_id, self._reaches(ctx, config))
                 elif runtime == "in_hub":
                     hosted = await serve_in_hub(resolve_spec(stored["spec"]), {})
                 else:
@@ -241,6 +247,7 @@ class DeployAgentStep(Step):
                   "pid": hosted.pid if hosted else None,
                   "sandbox_id": getattr(hosted, "sandbox_id", None),
                   "sandbox_type": getattr(hosted, "sandbox_type", None),
+                  **({"network": hosted.network} if isinstance(hosted, ContainerAgent) else {}),
                   "env_ids": list(self.env_ids), "on_host": runtime != "container", "step_id": self.id,
                   "created_at_utc": utc_text(created),
                   "expires_at_utc": utc_text(created + timedelta(seconds=self.ttl_seconds))}
@@ -249,25 +256,56 @@ class DeployAgentStep(Step):
         ctx.log(f"deployed agent {self.agent_name!r} ({agent_id}, {runtime}) at {url}",
                 instance_id=instance_id)
 
-    async def _start_container(self, ctx: "StepContext", stored: dict, instance_id: str) -> Any:
+    def _reaches(self, ctx: "StepContext", config: dict[str, Any]) -> list[str | None]:
+        """The URLs the agent will be given: its model endpoint and its envs' gateway MCP URLs."""
+        from .env_gateway import deployment
+
+        return [config.get("base_url"), *(deployment(ctx, env_id, self.env_step_id)["mcp_url"]
+                                          for env_id in self.env_ids)]
+
+    async def _start_container(self, ctx: "StepContext", stored: dict, instance_id: str,
+                               reaches: list[str | None]) -> Any:
         """The agent in a Podman container: the image's own A2A server (A2A_PORT), or for built-in and
-        module agents `python -m agentenv_local.agents SPEC` in the env runtime image."""
+        module agents `python -m agentenv_local.agents SPEC` in the env runtime image. A coding-CLI agent whose
+        endpoints (`reaches`) are all on this machine gets no network but those (hosting/agents/agent_net.py)."""
+        from agentenv_local.hosting.agents import agent_net
         from agentenv_local.hosting.agents.hosted import ContainerAgent, cli_agent_image
         from agentenv_local.sandbox_api import SandboxSpec
 
         # The run's --sandbox, else the step's own; a container agent needs a container provider: podman.
         provider = ctx.sandbox_provider(ctx.chosen_sandbox_type(self.sandbox_type, "container") or "podman")
-        image, command = self.image or stored.get("image"), None
+        image, command, cli_image = self.image or stored.get("image"), None, None
+        serve = ["python", "-m", "agentenv_local.agents", stored["spec"]]
         if image is None:  # a coding-CLI agent's own image (Node and its CLI), else the env runtime image
-            image = (await asyncio.to_thread(cli_agent_image, provider, stored["spec"])
-                     or await asyncio.to_thread(provider.runtime_image))
-            command = ["python", "-m", "agentenv_local.agents", stored["spec"], "--host", "0.0.0.0", "--port", "8000"]
+            cli_image = await asyncio.to_thread(cli_agent_image, provider, stored["spec"])
+            image = cli_image or await asyncio.to_thread(provider.runtime_image)
+            command = [*serve, "--host", "0.0.0.0", "--port", "8000"]
+        ports = agent_net.loopback_ports(reaches) if cli_image else None
+        net_env: dict[str, str] = {}
+        if ports is not None:  # network none; the relay carries the agent's A2A port and `ports`
+            inner = agent_net.agent_port(ports)
+            command = agent_net.inside_command([*serve, "--host", "127.0.0.1", "--port", str(inner)], ports, inner)
+            net_env = {"A2A_HOST": "127.0.0.1", "A2A_PORT": str(inner)}
         spec = SandboxSpec(name=f"agent-{self.agent_name}", mode="container", image=image, command=command,
-                           exposed_ports=[8000], host_access=True, run_id=ctx.run_id,
-                           env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **stored["env_vars"], **self.env_vars},
+                           exposed_ports=[] if ports is not None else [8000], host_access=ports is None,
+                           run_id=ctx.run_id,
+                           env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **net_env, **stored["env_vars"],
+                                     **self.env_vars},
                            labels={"agentenv.run": ctx.run_id, "agentenv.agent-instance": instance_id})
         sandbox = await provider.create(spec)
-        agent = ContainerAgent(url=sandbox.tunnel_urls["8000"], runtime="container", sandbox=sandbox)
+        if ports is not None:
+            net = None
+            try:
+                net = agent_net.AgentNet(getattr(sandbox, "app_dir", None), ports)  # Podman's: a folder here
+                url = await net.start()
+            except BaseException:
+                if net is not None:
+                    await net.close()
+                await sandbox.terminate()
+                raise
+            agent = ContainerAgent(url=url, runtime="container", sandbox=sandbox, net=net)
+        else:
+            agent = ContainerAgent(url=sandbox.tunnel_urls["8000"], runtime="container", sandbox=sandbox)
         try:
             await agent.wait_ready(self.ready_timeout_seconds)
         except BaseException:

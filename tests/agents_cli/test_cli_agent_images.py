@@ -6,7 +6,8 @@ A CLI turn in Podman: `deploy_agent` of claude-code or codex under `--sandbox po
 `sandbox_type: podman`) runs our A2A agent and the real CLI in its image, on the fake model server through the
 agent's model proxy: the reference's smoke task (the CLI's shell tool runs `echo $((6 * 7))`: 42) and the office
 env task (the CLI calls search_emails through our gateway under the role 'agent', purge_mailbox hidden by RBAC);
-the stored trajectory shows the CLI's tool calls and the run records a Podman container agent."""
+the stored trajectory shows the CLI's tool calls and the run records a Podman container agent whose container has
+no network but the relay to those two endpoints (hosting/agents/agent_net.py)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ def in_podman(project: Path, drop: tuple[str, ...]) -> dict[str, Any]:
     run, shown = stored_run(project, drop)
     [agent] = run["context"]["deployed_agents"]
     assert (agent["runtime"], agent["sandbox_type"], agent["on_host"]) == ("container", "podman", False), agent
+    assert agent["network"] == "relay"  # network none: only the model endpoint and the gateway (agent_net.py)
     assert MODEL_KEY not in shown
     return dict(agent)
 
@@ -120,7 +122,8 @@ def test_deploy_agent_of_claude_code_with_sandbox_type_podman_runs_in_its_image(
     assert out.returncode == 0 and "passed" in out.stdout, out.stdout + out.stderr
     run, _ = stored_run(project, ("ANTHROPIC_",))
     [agent] = run["context"]["deployed_agents"]
-    assert (agent["runtime"], agent["sandbox_type"], agent["on_host"]) == ("container", "podman", False), agent
+    assert (agent["runtime"], agent["sandbox_type"], agent["on_host"], agent["network"]) == \
+        ("container", "podman", False, "relay"), agent
     assert agent["a2a_card"]["name"] == "claude-code" and agent["a2a_url"].startswith("http://127.0.0.1:")
 
 

@@ -180,9 +180,19 @@ def cli_agent_image(provider: Any, spec: str, on_line: Callable[[str], None] | N
 
 @dataclass
 class ContainerAgent(HostedAgent):
-    """An agent in a sandbox container; its A2A port is published on this machine."""
+    """An agent in a sandbox container; its A2A port is published on this machine, or with `net` (agent_net.py: a
+    container with no network) carried out by its relay."""
 
     sandbox: Any = None
+    net: Any = None  # agent_net.AgentNet
+
+    @property
+    def network(self) -> str:
+        """What the container can reach: `relay` (only the endpoints agent_net carries), else `host_loopback`
+        (slirp4netns: this machine's loopback and beyond), else `published_ports`."""
+        if self.net is not None:
+            return "relay"
+        return "host_loopback" if self.host_address else "published_ports"
 
     @property
     def sandbox_id(self) -> str | None:
@@ -219,6 +229,9 @@ class ContainerAgent(HostedAgent):
                 await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
+        if self.net is not None:
+            await self.net.close()
+            self.net = None
         if self.sandbox is not None:
             await self.sandbox.terminate()
             self.sandbox = None
