@@ -13,8 +13,12 @@ import stat
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from agentenv_local.hosting.agents import agent_net
 from agentenv_local.sandbox_api import SandboxSpec
+
+pytestmark = pytest.mark.timeout(900)  # the runtime image is built first when the sources changed
 
 PROBE = """
 import json, socket
