@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kits.hub import cli
 from kits.reference_bundles import copy_reference_bundle
@@ -18,7 +19,8 @@ def _plan(*replies: str) -> dict:
 
 
 def _task(solver_agent: str | None, needle: str, *, user: bool = False) -> list[dict]:
-    solver = {"id": "solver", "type": "deploy_agent", "agent_name": "solver", "config": _plan("from the task")}
+    solver: dict[str, Any] = {"id": "solver", "type": "deploy_agent", "agent_name": "solver",
+                              "config": _plan("from the task")}
     if solver_agent:
         solver = {**solver, "a2a_agent_id": solver_agent}
         solver.pop("config")
