@@ -87,11 +87,13 @@ class DeployAgentStep(Step):
                             "(or the agent's config base_url)",
         "cpu": "the reference's VM size; local agents get no CPU limit",
         "memory_mb": "the reference's VM size; local agents get no memory limit",
-        "network_policy": "the reference's VM network policy; local agents use the machine's network",
+        "network_policy": "the reference's VM network policy; a coding-CLI agent in Podman reaches only its gateway "
+                          "and model endpoint (hosting/agents/agent_net.py), other agents this machine's network",
         "enable_agent_changelog": "the reference's cloud changelog of an agent's files",
         "agent_changelog_toolcall_position_exclusive": "the reference's cloud changelog of an agent's files",
         "agent_changelog_object_url": "the reference's cloud changelog of an agent's files",
-        "sandbox_name": "installing an agent into an existing sandbox is not done locally yet",
+        "sandbox_name": "deploy_agent starts its agent in the hub, a process or a container of its own; the "
+                        "install_agent step puts a coding CLI into an existing sandbox",
         "enable_docker": "Docker inside the reference's agent VM; a local container agent has none",
     }
 
