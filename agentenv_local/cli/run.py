@@ -21,9 +21,9 @@ from ._run_flags import executor_options, model_options
 @click.option("--sandbox", help="Sandbox provider for every step (overrides the steps' sandbox_type and "
               "[sandbox] default).")
 @click.option("--agent", "agent", help="The agent the solver runs as for this run, the tasks left as written: each "
-              "deploy_agent step whose agent a prompt_agent prompts (and any that names none) deploys it. A built-in "
-              "(claude-code, tool-loop, ...), an agent of this bundle (its folder name, alias or id) or the store's "
-              "(see `agentenv agent list`).")
+              "deploy_agent step whose agent a prompt_agent prompts (and any that names none) deploys it, and its "
+              "install_agent steps install it. A built-in (claude-code, tool-loop, ...), an agent of this bundle (its "
+              "folder name, alias or id) or the store's (see `agentenv agent list`).")
 @model_options(agent_model_alias=False)
 @executor_options
 @click.option("--keep", is_flag=True, help="Keep sandboxes after the run (no teardown).")
