@@ -15,6 +15,10 @@ in the same hub, the unit the issue's goals are ratios of.
 bundle and concurrency locally and on Ray, alternately, printing Ray's episodes/s beside the local ones and their
 ratio (the cluster's overhead per episode).
 
+--baseline ROOT also runs every batch with another checkout's `ROOT/.venv/bin/agentenv` (e.g. the commit a change
+started from, with its own venv), in its own project and hub, alternately with this one (which goes first flips each
+batch), and prints after/before ratios side by side.
+
 --with-reference also times the reference's `agent-env run hello` (.venv-ref) --reference-runs times, one after
 another and each in a fresh XDG_STATE_HOME (it has no hub and no --k), and prints its runs/s beside ours.
 
@@ -69,24 +73,25 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _agentenv(project: Path, env: dict[str, str], *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([str(AGENTENV), *args], cwd=project, env=env, capture_output=True, text=True,
+def _agentenv(project: Path, env: dict[str, str], *args: str, timeout: float = 1800,
+              agentenv: Path = AGENTENV) -> subprocess.CompletedProcess:
+    return subprocess.run([str(agentenv), *args], cwd=project, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 
 def run_batch(project: Path, env: dict[str, str], bundle: str, concurrency: int, episodes: int,
-              ray_address: str | None = None) -> Measure:
+              ray_address: str | None = None, agentenv: Path = AGENTENV, label: str = "local") -> Measure:
     target = bundle if BUNDLE_SOURCES[bundle] is None else str(project / bundle)
     where = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
     started = time.perf_counter()
     proc = _agentenv(project, env, "run", target, "--k", str(episodes), "--concurrency", str(concurrency), "--json",
-                     *where)
+                     *where, agentenv=agentenv)
     wall = time.perf_counter() - started
     try:
         runs: list[dict[str, Any]] = json.loads(proc.stdout)
     except ValueError:
         raise SystemExit(f"`agentenv run {bundle}` printed no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    measure = Measure(bundle, concurrency, "ray" if ray_address else "local", len(runs),
+    measure = Measure(bundle, concurrency, "ray" if ray_address else label, len(runs),
                       sum(r.get("status") == "passed" for r in runs), wall)
     steps: dict[str, list[float]] = defaultdict(list)
     for run in runs:
@@ -117,11 +122,11 @@ def start_ray_cluster(temp_dir: Path) -> str:
     return address
 
 
-def single_hello(project: Path, env: dict[str, str], reps: int) -> list[float]:
+def single_hello(project: Path, env: dict[str, str], reps: int, agentenv: Path = AGENTENV) -> list[float]:
     times = []
     for _ in range(reps):
         started = time.perf_counter()
-        proc = _agentenv(project, env, "run", "hello")
+        proc = _agentenv(project, env, "run", "hello", agentenv=agentenv)
         times.append(time.perf_counter() - started)
         if proc.returncode != 0:
             raise SystemExit(f"`agentenv run hello` failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -146,9 +151,12 @@ def reference_hello(runs: int) -> list[float] | str:
     return times
 
 
-def report(measures: list[Measure], hello_s: list[float], reference: list[float] | str | None) -> None:
+def report(measures: list[Measure], hello_s: list[float], reference: list[float] | str | None,
+           before_hello_s: list[float] | None = None) -> None:
     hello_p50 = statistics.median(hello_s)
     print(f"\n`agentenv run hello` in the same hub, one at a time: p50 {hello_p50 * 1000:.0f} ms over {len(hello_s)}")
+    if before_hello_s:
+        print(f"  the baseline's: p50 {statistics.median(before_hello_s) * 1000:.0f} ms")
     print(f"\n{'bundle':<9}{'where':>6}{'conc':>5}{'passed':>10}{'eps/s':>8}{'p50 s':>8}{'p90 s':>8}{'p50/hello':>11}")
     for m in measures:
         p50 = _quantile(m.latencies, 0.5)
@@ -162,8 +170,17 @@ def report(measures: list[Measure], hello_s: list[float], reference: list[float]
             base = local[(m.bundle, m.concurrency)]
             print(f"  {m.bundle} at {m.concurrency}: ray {m.per_s:.2f} / local {base.per_s:.2f} = "
                   f"{m.per_s / base.per_s if base.per_s else float('nan'):.2f}x")
+    before = {(m.bundle, m.concurrency): m for m in measures if m.executor == "before"}
+    if before:
+        print("\nthis checkout vs the baseline, side by side (eps/s after/before; p50 latency before/after):")
+        for (bundle, concurrency), b in before.items():
+            a = local[(bundle, concurrency)]
+            print(f"  {bundle} at {concurrency}: {a.per_s:.2f} / {b.per_s:.2f} eps/s = "
+                  f"{a.per_s / b.per_s if b.per_s else float('nan'):.2f}x; p50 "
+                  f"{_quantile(b.latencies, 0.5) / _quantile(a.latencies, 0.5):.2f}x")
     for m in measures:
-        print(f"\nsteps of {m.bundle} at concurrency {m.concurrency} (median s over {m.episodes} episodes):")
+        print(f"\nsteps of {m.bundle} ({m.executor}) at concurrency {m.concurrency} (median s over {m.episodes} "
+              "episodes):")
         for name, values in sorted(m.steps.items(), key=lambda kv: -statistics.median(kv[1])):
             print(f"  {statistics.median(values):7.3f}  {name}")
         for failure in m.failures[:5]:
@@ -187,6 +204,8 @@ def main() -> int:
     parser.add_argument("--hello-reps", type=int, default=5)
     parser.add_argument("--executor", choices=["local", "ray"], default="local",
                         help="ray: also run every batch on a two-node Ray cluster started here, side by side")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout's root (its .venv/bin/agentenv): each batch runs there too, alternately")
     parser.add_argument("--with-reference", action="store_true")
     parser.add_argument("--reference-runs", type=int, default=8)
     args = parser.parse_args()
@@ -198,36 +217,58 @@ def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="agentenv-bench-episodes-"))
     project = workdir / "proj"
-    (project / ".agentenv").mkdir(parents=True)
-    for name in bundles:
-        source = BUNDLE_SOURCES[name]
-        if source is not None:
-            shutil.copytree(source, project / name)
+    before_project = workdir / "proj-before"
+    before_agentenv = args.baseline / ".venv" / "bin" / "agentenv" if args.baseline else None
+    for folder in (project, before_project) if before_agentenv else (project,):
+        (folder / ".agentenv").mkdir(parents=True)
+        for name in bundles:
+            source = BUNDLE_SOURCES[name]
+            if source is not None:  # the same bundle both sides: the same work
+                shutil.copytree(source, folder / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
     env["AGENTENV_SANDBOX_DEFAULT"] = args.sandbox
     measures: list[Measure] = []
+    before_hello_s: list[float] | None = None
     cluster = start_ray_cluster(workdir / "ray") if args.executor == "ray" else None
     try:
         up = _agentenv(project, env, "up", "--detach", timeout=120)
         if up.returncode != 0:
             raise SystemExit(f"`agentenv up --detach` failed:\n{up.stderr}")
+        if before_agentenv is not None:
+            up = _agentenv(before_project, env, "up", "--detach", timeout=120, agentenv=before_agentenv)
+            if up.returncode != 0:
+                raise SystemExit(f"the baseline's `agentenv up --detach` failed:\n{up.stderr}")
         for name in bundles:  # one warm-up episode each: first imports and the bundle's first store
             run_batch(project, env, name, 1, 1)
+            if before_agentenv is not None:
+                run_batch(before_project, env, name, 1, 1, agentenv=before_agentenv)
         hello_s = single_hello(project, env, args.hello_reps)
+        if before_agentenv is not None:
+            before_hello_s = single_hello(before_project, env, args.hello_reps, agentenv=before_agentenv)
+        flip = False
         for name in bundles:
             for concurrency in concurrencies:
                 episodes = max(concurrency * args.episodes_per_slot, 4)
                 print(f"{name}: {episodes} episodes at concurrency {concurrency} ...", file=sys.stderr, flush=True)
+                if before_agentenv is not None and not flip:
+                    measures.append(run_batch(before_project, env, name, concurrency, episodes,
+                                              agentenv=before_agentenv, label="before"))
                 measures.append(run_batch(project, env, name, concurrency, episodes))
+                if before_agentenv is not None and flip:
+                    measures.append(run_batch(before_project, env, name, concurrency, episodes,
+                                              agentenv=before_agentenv, label="before"))
+                flip = not flip
                 if cluster is not None:
                     measures.append(run_batch(project, env, name, concurrency, episodes, ray_address=cluster))
     finally:
         _agentenv(project, env, "down", timeout=120)
+        if before_agentenv is not None:
+            _agentenv(before_project, env, "down", timeout=120, agentenv=before_agentenv)
         if cluster is not None:
             subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120, check=False)
         shutil.rmtree(workdir, ignore_errors=True)
     reference = reference_hello(args.reference_runs) if args.with_reference else None
-    report(measures, hello_s, reference)
+    report(measures, hello_s, reference, before_hello_s)
     return 0 if all(m.passed == m.episodes for m in measures) else 1
 
 

@@ -254,12 +254,12 @@ class A2AClient:
         if self._http is None:
             import httpx2
 
-            from agentenv_local.http_clients import shared_tls_context
+            from agentenv_local.http_clients import async_client
 
             limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20,
                                    keepalive_expiry=KEEPALIVE_EXPIRY_S)
-            self._http = httpx2.AsyncClient(timeout=self._timeout, headers=self._headers, limits=limits,
-                                            verify=shared_tls_context())
+            # an agent this hub serves is called in-process (inproc.py), any other over the network
+            self._http = async_client(timeout=self._timeout, headers=self._headers, limits=limits)
         return self._http
 
     @staticmethod

@@ -207,11 +207,11 @@ class _Tools:
             from mcp import Client
             from mcp.client.streamable_http import streamable_http_client
 
-            from agentenv_local.http_clients import shared_tls_context
+            from agentenv_local.http_clients import async_client
 
             reg = self.servers[name]
-            http = httpx2.AsyncClient(headers=reg.get("headers") or {}, timeout=httpx2.Timeout(60.0),
-                                      verify=shared_tls_context())
+            # a gateway in this hub is called in-process (inproc.py), any other over the network
+            http = async_client(headers=reg.get("headers") or {}, timeout=httpx2.Timeout(60.0))
             self.stack.push_async_callback(http.aclose)
             self.clients[name] = await self.stack.enter_async_context(
                 Client(streamable_http_client(reg["url"], http_client=http), mode="auto"))

@@ -19,8 +19,6 @@ __all__ = ["send_a2a"]
 
 async def send_a2a(executor: dict, instruction: str, context_id: str) -> str | None:
     """A2A 0.3 JSON-RPC ``message/send`` to the executor, then ``tasks/get`` every 2 s until terminal."""
-    import httpx2
-
     url = str(executor.get("a2a_url") or "").rstrip("/")
     if not url.endswith("/a2a"):
         url += "/a2a"
@@ -30,7 +28,9 @@ async def send_a2a(executor: dict, instruction: str, context_id: str) -> str | N
                "parts": [{"kind": "text", "text": instruction}]}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    async with httpx2.AsyncClient(timeout=timeout, headers=headers) as http:
+    from agentenv_local.http_clients import async_client
+
+    async with async_client(timeout=timeout, headers=headers) as http:  # an in-hub executor: in-process
         r = await http.post(url, json=jsonrpc.request("message/send", {"message": message}, 1))
         r.raise_for_status()
         body = r.json()

@@ -1,5 +1,8 @@
 """Serving an ASGI app in the hub: uvicorn as a task on the hub's loop, on 127.0.0.1 and a free port. One way
-for everything the hub serves itself: env gateways, env servers loaded in the hub, agents run in the hub."""
+for everything the hub serves itself: env gateways, env servers loaded in the hub, agents run in the hub.
+
+A started app also registers in agentenv_local/inproc.py, so the hub's own clients reach it without the socket;
+stopping it unregisters it first (later requests take the network) and ends its in-process requests last."""
 
 from __future__ import annotations
 
@@ -46,18 +49,27 @@ async def start_server(app: Any, *, task_name: str, http: Any = None) -> tuple[A
         if loop.time() > deadline:
             raise NotStarted(server, task, timed_out=True)
         await asyncio.sleep(0.005)
+    from agentenv_local import inproc
+
+    inproc.register(server, port)
     return server, task, port
 
 
 async def stop_server(server: Any, task: asyncio.Task | None) -> None:
     """Stop a server `start_server` started: gracefully for up to 8 s, then forced."""
+    from agentenv_local import inproc
+
+    gone = inproc.unregister(server)
     server.should_exit = True
-    if task is None:
-        return
     try:
-        await asyncio.wait_for(asyncio.shield(task), 8)
-    except (TimeoutError, Exception):  # stop it the hard way
-        server.force_exit = True
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 8)
+        except (TimeoutError, Exception):  # stop it the hard way
+            server.force_exit = True
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    finally:
+        inproc.abort_open(gone)  # what is still open in-process ends as uvicorn's connections did

@@ -100,16 +100,16 @@ class DeployEnvStep(Step):
         """Load an artifact into the env's data plane (the env-level data/add of every child)."""
         import base64
 
-        import httpx2
-
         assert self.artifact_id is not None  # only called with one
         doc = ctx.artifact(self.artifact_id, self.artifact_version)
         files = ctx.artifact_files(doc)
         parts = [{"kind": "file", "file": {"name": rel, "bytes": base64.b64encode(data).decode()}}
                  for rel, data in files.items()]
+        from agentenv_local.http_clients import async_client
+
         from .env_gateway import admin_headers
 
-        async with httpx2.AsyncClient(timeout=120, headers=admin_headers(ctx, record)) as http:
+        async with async_client(timeout=120, headers=admin_headers(ctx, record)) as http:
             for child in record.get("children") or []:
                 r = await http.post(f"{record['gateway_url']}/svc/mcp-{child['name']}/agentenv",
                                     json=jsonrpc.request("data/add", {"parts": parts}))

@@ -59,10 +59,11 @@ class EnvGateway:
     async def __aenter__(self) -> Self:
         import httpx2
 
-        from agentenv_local.http_clients import shared_tls_context
+        from agentenv_local.http_clients import async_client
 
-        self._http = httpx2.AsyncClient(base_url=self.base, timeout=httpx2.Timeout(self.timeout, connect=10),
-                                        headers=admin_headers(self.ctx, self.record), verify=shared_tls_context())
+        # a gateway in this hub is called in-process (inproc.py), any other over the network
+        self._http = async_client(base_url=self.base, timeout=httpx2.Timeout(self.timeout, connect=10),
+                                  headers=admin_headers(self.ctx, self.record))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -40,12 +40,10 @@ async def stop_serving(inst: Instance) -> None:
 
 async def fetch_card(card_url: str, gateway: Any) -> dict | None:
     """The card served at `card_url`; else the gateway's own, if there is one."""
-    import httpx2
-
-    from agentenv_local.http_clients import shared_tls_context
+    from agentenv_local.http_clients import async_client
 
     try:
-        async with httpx2.AsyncClient(timeout=10.0, verify=shared_tls_context()) as http:
+        async with async_client(timeout=10.0) as http:  # a card the hub serves itself: read in-process
             r = await http.get(card_url)
         if r.status_code == 200:
             return r.json()

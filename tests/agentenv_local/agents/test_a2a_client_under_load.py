@@ -138,7 +138,8 @@ def test_clients_share_one_tls_context(monkeypatch):
     monkeypatch.setattr(httpcore2, "default_ssl_context", counting)
     monkeypatch.setattr(http_clients, "_context", None)
     clients = [A2AClient(f"http://127.0.0.1:{9 + i}") for i in range(20)]
-    contexts = {id(client._client()._transport._pool._ssl_context) for client in clients}
+    # the network side of the in-process transport (inproc.py) is the one that opens TLS connections
+    contexts = {id(client._client()._transport.network._pool._ssl_context) for client in clients}
 
     async def close_and_fetch_cards() -> None:
         from agentenv_local.hosting.envs.serving import fetch_card
