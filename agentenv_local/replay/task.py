@@ -1,5 +1,6 @@
-"""The replay task: the recorded task's steps with every agent swapped for its replay agent (agents.py), the
-env pinned at the recorded (or a given) version, and a wall-clock env's clock frozen at the recorded time."""
+"""The replay task: the recorded task's steps with every agent swapped for its replay agent (agents.py) but a
+scripted judge with its plan in the task (it judges again), the env pinned at the recorded (or a given) version,
+and a wall-clock env's clock frozen at the recorded time."""
 
 from __future__ import annotations
 
@@ -33,11 +34,15 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
         solver_of[name] = response
     user_of = {str(s.get("user_agent_name")): next((r for r in responses if r.get("step_id") == s.get("id")), None)
                for s in steps if s.get("type") == "prompt_agent" and s.get("user_agent_name")}
+    live_judges = {str(s.get("agent_name")) for s in steps if s.get("type") == "deploy_agent" and judges_the_same(s)
+                   and s.get("agent_name") not in solver_of and s.get("agent_name") not in user_of}
     out: list[dict] = []
     for raw in steps:
         step = copy.deepcopy(raw)
         kind = step.get("type")
-        if kind == "deploy_agent":
+        if kind == "deploy_agent" and step.get("agent_name") in live_judges:
+            pass  # a judge that judges the same input the same way: it judges the replay's episode again
+        elif kind == "deploy_agent":
             step = _replay_agent_step(step, solver_of, user_of, notes, load_object)
         elif kind == "deploy_env":
             env_id = step.get("env_id")
@@ -46,6 +51,8 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
         elif kind == "prompt_agent" and step.get("user_model") and not step.get("user_agent_name"):
             notes.append(f"step {step.get('id')}: the user simulator is a live model call (user_model); its replies "
                          "are asked again, not fed back")
+        elif kind == "rubrics_verifier" and step.get("use_agent_judge") and step.get("judge_agent_name") in live_judges:
+            pass  # its judge is deployed as recorded
         elif kind == "rubrics_verifier":
             verification = verifications.get(step.get("verifier_id") or step.get("id"))
             plan = judge_plan(verification) if isinstance(verification, dict) else None
@@ -53,6 +60,10 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
                 notes.append(f"step {step.get('id')}: the judge's verdict was not recorded; it judges live again")
             elif plan is not None:
                 judge = f"replay-judge-{step.get('id')}"
+                asked = step.get("judge_agent_name") if step.get("use_agent_judge") else None
+                notes.append(f"step {step.get('id')}: its judge ({asked or 'the [model]'}) is not asked again (only "
+                             "the scripted agent with its plan in the task is): the recorded verdict is fed back, so "
+                             "its criteria are those it gave the recorded episode")
                 out.append({"id": judge, "type": "deploy_agent", "a2a_agent_id": REPLAY_AGENT, "agent_name": judge,
                             "config": {"plan": plan}, "depends_on": list(step.get("depends_on") or [])})
                 step.update(use_agent_judge=True, judge_agent_name=judge,
@@ -61,6 +72,15 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
     if not any(s.get("type") == "sync_env_clock" for s in steps):
         out = _freeze_clocks(out, run, events)
     return out, notes
+
+
+def judges_the_same(step: dict) -> bool:
+    """Whether a deploy_agent step's agent is the built-in scripted agent with its plan written in the step: no
+    model and no file behind it, so it answers the same input the same way. As a judge it judges the replay
+    again (its verdict follows what the agents did now; on an unchanged env it is the recorded one) rather
+    than answering a recorded verdict that judged the recorded episode."""
+    plan = (step.get("config") or {}).get("plan") if isinstance(step.get("config"), dict) else None
+    return step.get("a2a_agent_id") == REPLAY_AGENT and isinstance(plan, (dict, list))
 
 
 def _replay_agent_step(step: dict, solver_of: dict[str, dict], user_of: dict[str, dict | None], notes: list[str],
