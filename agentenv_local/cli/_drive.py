@@ -141,7 +141,10 @@ def _ask_review(session: Any, event: dict, label: str, progress: Progress) -> No
 
 def _summary_line(label: str, run: dict) -> str:
     verifications = run.get("verifications") or {}
-    scores = ", ".join(f"{k}: {score_text(v.get('score'))}" for k, v in verifications.items())
+    order = {step_id: index for index, step_id in enumerate(run.get("steps") or {})}  # the task's order, not
+    ordered = sorted(verifications.items(),  # the finishing order
+                     key=lambda kv: order.get((kv[1] or {}).get("step_id") or kv[0], len(order)))
+    scores = ", ".join(f"{k}: {score_text(v.get('score'))}" for k, v in ordered)
     text = f"{label} v{run.get('task_version')}: {run['status']}"
     if scores:
         text += f" ({scores})"
