@@ -31,3 +31,11 @@ def seeded_mail(mail_env):
 def seeded_crm(crm_env):
     assert rpc(crm_env, "data/add", {"parts": [{"kind": "data", "data": load_seed(CRM_SEED)}]})["result"] == {}
     return crm_env
+
+
+@pytest.fixture
+def project(tmp_path):
+    """An empty project folder for a bundle's run (the tests' cwd for `agentenv`)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    return root

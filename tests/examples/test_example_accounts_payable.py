@@ -7,12 +7,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from kits.example_runs import agentenv, last_run
 
 from agentenv_local.env import load_env
 
@@ -28,24 +25,6 @@ def make_week():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def agentenv(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-def last_run(cwd: Path) -> dict:
-    runs = json.loads(agentenv(cwd, "runs", "list", "--json").stdout)
-    return json.loads(agentenv(cwd, "runs", "show", runs[0]["run_id"], "--json").stdout)
-
-
-@pytest.fixture
-def project(tmp_path):
-    root = tmp_path / "proj"
-    root.mkdir()
-    return root
 
 
 # --- the env, in process ------------------------------------------------------------------------------------

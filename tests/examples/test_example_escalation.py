@@ -6,16 +6,14 @@ bundle with `--agent tool-loop` and a [model] answered by the local wire-format 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from kits.data_plane import rpc
 from kits.escalation import model_script
 from kits.example_envs import call, error_code, exported, load_seed
+from kits.example_runs import agentenv, last_run
 
 from agentenv_local.env import load_env
 
@@ -106,17 +104,6 @@ def test_replies_stamp_the_first_response_and_hooks_record_sla_marks(desk):
 
 # -- the bundle, end to end ---------------------------------------------------------------------------------
 
-def agentenv(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-def last_run(cwd: Path) -> dict:
-    runs = json.loads(agentenv(cwd, "runs", "list", "--json").stdout)
-    return json.loads(agentenv(cwd, "runs", "show", runs[0]["run_id"], "--json").stdout)
-
-
 def tool_calls(run: dict) -> list[dict]:
     [chat] = run["context"]["prompt_responses"]
     return [e for e in chat["trajectory"] if e.get("type") == "tool_call"]
@@ -124,13 +111,6 @@ def tool_calls(run: dict) -> list[dict]:
 
 def criteria(run: dict, verifier: str) -> dict[str, bool]:
     return {r["id"]: r["result"] for r in run["context"]["metadata"]["verifications"][verifier]["results"]}
-
-
-@pytest.fixture
-def project(tmp_path):
-    root = tmp_path / "proj"
-    root.mkdir()
-    return root
 
 
 def test_offline_the_escalation_scores_what_happened(project):
