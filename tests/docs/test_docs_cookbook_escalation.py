@@ -16,6 +16,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from kits.cookbook import model_in_project, open_run_in_tui
 from kits.escalation import model_script
 from kits.servers import agentenv_exe
 
@@ -63,8 +64,6 @@ def test_every_command_on_the_page_is_run_here():
 
 
 def test_the_page_goes_from_an_empty_folder_to_a_score(tmp_path, monkeypatch):
-    from agentenv_local.testing.fake_models import FakeModelServer
-
     exe = agentenv_exe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
     env["HOME"] = str(tmp_path / "home")
@@ -91,10 +90,7 @@ def test_the_page_goes_from_an_empty_folder_to_a_score(tmp_path, monkeypatch):
                 ran.append(command)
                 continue
             if "--agent tool-loop" in command:
-                with FakeModelServer(api_key="sk-test-cookbook", script=model_script()) as server:
-                    (project / ".agentenv" / "config.toml").write_text(
-                        f'[model]\nbase_url = "{server.base_url}"\napi_key = "sk-test-cookbook"\n'
-                        'default = "fake-model"\n')
+                with model_in_project(project, model_script(), "sk-test-cookbook") as server:
                     done = subprocess.run(["bash", "-c", command], cwd=project, env=env, stdin=subprocess.DEVNULL,
                                           capture_output=True, text=True, timeout=300)
                     assert len(server.requests) == len(model_script()), where
@@ -116,35 +112,21 @@ def test_the_page_goes_from_an_empty_folder_to_a_score(tmp_path, monkeypatch):
 
 
 def check_the_tui(project: Path, run_id: str, monkeypatch) -> None:
-    from kits.tui import SIZE, run, until
+    from kits.tui import until
 
-    from tui.app import AgentenvTui
-    from tui.data import HubSource
-    from tui.screens.run import RunScreen
-
-    monkeypatch.chdir(project)
-    source = HubSource.connect(start=project)
-
-    async def scenario() -> None:
-        app = AgentenvTui(source, open_run=run_id)
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.state.record
-                                 and app.screen)
-            await pilot.press("2")
-            await until(pilot, lambda: screen.envs and screen.envs[0].triggers, what="the env panel to load")
-            helpdesk = screen.envs[0]
-            assert {t.id: t.status for t in helpdesk.triggers} == {
-                "cto_email": "fired", "update_due": "fired", "first_response_deadline": "cancelled"}
-            assert helpdesk.clock.mode == "stepped"
-            assert helpdesk.roles["support"]["disabled"] == ["approve_credit_exception", "close_escalation"]
-            await pilot.press("3")
-            await until(pilot, lambda: any(c.tool == "approve_credit_exception" for c in screen.state.tool_calls),
-                        what="the tool calls to load")
-            denied = [c.tool for c in screen.state.tool_calls if c.denied]
-            assert denied == ["approve_credit_exception"]
-            assert {"receive_customer_email", "record_sla_event"} <= {
-                c.tool for c in screen.state.tool_calls if c.role == "trigger"}
-    try:
-        run(scenario())
-    finally:
-        source.close()
+    async def scenario(pilot, screen) -> None:
+        await pilot.press("2")
+        await until(pilot, lambda: screen.envs and screen.envs[0].triggers, what="the env panel to load")
+        helpdesk = screen.envs[0]
+        assert {t.id: t.status for t in helpdesk.triggers} == {
+            "cto_email": "fired", "update_due": "fired", "first_response_deadline": "cancelled"}
+        assert helpdesk.clock.mode == "stepped"
+        assert helpdesk.roles["support"]["disabled"] == ["approve_credit_exception", "close_escalation"]
+        await pilot.press("3")
+        await until(pilot, lambda: any(c.tool == "approve_credit_exception" for c in screen.state.tool_calls),
+                    what="the tool calls to load")
+        denied = [c.tool for c in screen.state.tool_calls if c.denied]
+        assert denied == ["approve_credit_exception"]
+        assert {"receive_customer_email", "record_sla_event"} <= {
+            c.tool for c in screen.state.tool_calls if c.role == "trigger"}
+    open_run_in_tui(project, run_id, monkeypatch, scenario)
