@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,3 +158,36 @@ def serving_app(app):
             yield f"http://127.0.0.1:{port}"
     finally:
         sock.close()
+
+
+async def one_request_per_connection_server(answer: Callable[[bytes], bytes]
+                                            ) -> tuple[asyncio.Server, int, dict[str, int]]:
+    """A server that answers the first request on a connection (`answer(body) -> JSON body`, the connection kept
+    open) and resets the connection when another request arrives on it: what a client meets when its request
+    crosses the server's keep-alive close, every time instead of by bad luck. Returns (server, port, counts of
+    connections, answered and reset)."""
+    counts = {"connections": 0, "answered": 0, "reset": 0}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        counts["connections"] += 1
+        served = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if served:
+                    counts["reset"] += 1
+                    writer.transport.abort()  # unread data + close: the client sees a reset
+                    return
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                body = answer(await reader.readexactly(length) if length else b"")
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\n\r\n" % len(body) + body)
+                await writer.drain()
+                served += 1
+                counts["answered"] += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], counts

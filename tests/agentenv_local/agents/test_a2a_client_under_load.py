@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import uvicorn
+from kits.servers import one_request_per_connection_server
 
 from agentenv_local.agents.client import KEEPALIVE_EXPIRY_S, A2AClient
 from agentenv_local.hosting.agents.hosted import resolve_spec, serve_in_hub
@@ -25,37 +26,8 @@ CARD = {"name": "keepalive-probe", "description": "x", "url": "http://127.0.0.1/
         "defaultOutputModes": ["text/plain"]}
 
 
-async def _one_request_per_connection_server() -> tuple[asyncio.Server, int, dict[str, int]]:
-    """A server that answers the first request on a connection (keeping it open) and resets the connection
-    when another request arrives on it: what a client meets when its request crosses the server's keep-alive
-    close, every time instead of by bad luck."""
-    counts = {"connections": 0, "answered": 0, "reset": 0}
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        counts["connections"] += 1
-        served = 0
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                if served:
-                    counts["reset"] += 1
-                    writer.transport.abort()  # unread data + close: the client sees a reset
-                    return
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                if length:
-                    await reader.readexactly(length)
-                body = json.dumps(CARD).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                             b"content-length: %d\r\n\r\n" % len(body) + body)
-                await writer.drain()
-                served += 1
-                counts["answered"] += 1
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], counts
+def _one_request_per_connection_server():
+    return one_request_per_connection_server(lambda body: json.dumps(CARD).encode())
 
 
 def test_an_idle_connection_is_not_reused_past_the_expiry():

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx2
 import uvicorn
+from kits.servers import one_request_per_connection_server
 
 from agentenv_local.gateway.children import KEEPALIVE_EXPIRY_S, ExpiringLeanHttp, _LeanSession, child_http_client
 
@@ -20,37 +21,14 @@ from agentenv_local.gateway.children import KEEPALIVE_EXPIRY_S, ExpiringLeanHttp
 IDLE_S = 1.5
 
 
-async def _one_request_per_connection_server() -> tuple[asyncio.Server, int, dict[str, int]]:
-    """Answers the first request on a connection (a JSON-RPC result, keeping the connection open) and resets
-    the connection when another request arrives on it: a keep-alive close crossed every time, not by bad luck."""
-    counts = {"connections": 0, "answered": 0, "reset": 0}
+def _mcp_ok(body: bytes) -> bytes:
+    request_id = json.loads(body or b"{}").get("id", 1)
+    return json.dumps({"jsonrpc": "2.0", "id": request_id,
+                       "result": {"content": [{"type": "text", "text": "ok"}]}}).encode()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        counts["connections"] += 1
-        served = 0
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                if served:
-                    counts["reset"] += 1
-                    writer.transport.abort()
-                    return
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                body_in = await reader.readexactly(length) if length else b"{}"
-                request_id = json.loads(body_in or b"{}").get("id", 1)
-                body = json.dumps({"jsonrpc": "2.0", "id": request_id,
-                                   "result": {"content": [{"type": "text", "text": "ok"}]}}).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                             b"content-length: %d\r\n\r\n" % len(body) + body)
-                await writer.drain()
-                served += 1
-                counts["answered"] += 1
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], counts
+def _one_request_per_connection_server():
+    return one_request_per_connection_server(_mcp_ok)
 
 
 def test_the_sessions_http_client_does_not_reuse_an_idle_connection_past_the_expiry():
