@@ -6,7 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-SECTIONS = ("status", "score", "tool_calls", "env_calls", "triggers", "env_state", "criteria")
+SECTIONS = ("status", "score", "tool_calls", "env_calls", "triggers", "env_state", "env_changes", "criteria")
+# compared only when both runs hold it: a run recorded without it (the envs' changelogs at the episode's end,
+# which only replays capture) is not a difference
+BOTH_OR_NEITHER = ("env_changes",)
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,12 @@ def _diff(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
     """What differs between two views, in section order (status, score, tool calls, env calls, triggers,
-    env state, criteria), each keyed entry compared down to where it differs."""
+    env state, env changelogs, criteria), each keyed entry compared down to where it differs."""
     found: list[Difference] = []
     for section in SECTIONS:
         left, right = a.get(section), b.get(section)
+        if section in BOTH_OR_NEITHER and (not left or not right):
+            continue
         if not isinstance(left, dict) or not isinstance(right, dict):
             if left != right:
                 found.append(Difference(section, "value", left, right))

@@ -38,9 +38,10 @@ def _parsed(value: Any) -> Any:
 
 
 def run_view(run: dict, events: list[dict], load_object: LoadObject | None,
-             env_state: dict[str, Any] | None = None) -> dict[str, Any]:
+             env_state: dict[str, Any] | None = None, env_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The comparable view of one run (`events`: its stored events, for the env's own call log; `env_state`:
-    the env state its snapshot steps stored, by snapshot and file)."""
+    the env state its snapshot steps stored, by snapshot and file; `env_changes`: the envs' changelogs as the
+    episode left them, where the run captured them)."""
     context = run.get("context") or {}
     agent_calls: dict[str, Any] = {}
     triggers: dict[str, Any] = {}
@@ -69,7 +70,7 @@ def run_view(run: dict, events: list[dict], load_object: LoadObject | None,
                                                                      "score": row.get("score")}
     return {"status": run.get("status"), "score": run.get("score"), "criteria": criteria,
             "tool_calls": agent_calls, "env_calls": env_calls(events), "triggers": triggers,
-            "env_state": env_state or {}}
+            "env_state": env_state or {}, "env_changes": env_changes or {}}
 
 
 def env_calls(events: list[dict]) -> dict[str, Any]:
@@ -114,3 +115,28 @@ def snapshot_state(files: dict[str, bytes]) -> dict[str, Any]:
     wall-clock timestamps) left out."""
     return {name: _parsed(data.decode("utf-8", "replace")) for name, data in sorted(files.items())
             if not name.startswith("metadata/")}
+
+
+# what a change row says happened; not its wall-clock stamp, nor the gateway's event ids in its actors
+_ACTOR_KEYS = ("event_type", "role", "tool", "source")
+
+
+def changelog_rows(env_step: str, files: dict[str, bytes]) -> dict[str, Any]:
+    """The rows of a snapshot's `changes` record (changes.jsonl), keyed by what they changed (`env ENV_STEP
+    change TABLE OP KEY`, `#2` on for the same change again) without their position in the log, so a change one
+    run lacks is one difference, not a shift of every row after it."""
+    text = next((data.decode("utf-8", "replace") for name, data in files.items() if name.endswith("changes.jsonl")),
+                "")
+    rows: dict[str, Any] = {}
+    for line in text.splitlines():
+        row = _parsed(line)
+        if not isinstance(row, dict):
+            continue
+        kept = {k: v for k, v in row.items() if k not in ("id", "timestamp_utc", "actors")}
+        kept["actors"] = [{k: a[k] for k in _ACTOR_KEYS if k in a} | (
+            {"caused_by": [c.get("trigger_id") for c in a["caused_by"] if isinstance(c, dict)]}
+            if isinstance(a.get("caused_by"), list) else {}) for a in row.get("actors") or [] if isinstance(a, dict)]
+        where = f"env {env_step} change {row.get('table')} {row.get('op')} {row.get('key')}"
+        nth = sum(1 for k in rows if k == where or k.startswith(f"{where} #"))
+        rows[f"{where} #{nth + 1}" if nth else where] = kept
+    return rows

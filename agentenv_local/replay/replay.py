@@ -8,8 +8,8 @@ from typing import Any
 from agentenv_local.errors import ValidationError
 
 from .compare import Difference, differences
-from .record import run_view, snapshot_state
-from .task import recorded_env_versions, replay_steps
+from .record import changelog_rows, run_view, snapshot_state
+from .task import END_CAPTURE, recorded_env_versions, replay_steps
 
 FINISHED = ("passed", "failed", "error", "cancelled")
 
@@ -33,21 +33,42 @@ def loader(store: Any):
 
 
 def view_of(store: Any, run: dict) -> dict[str, Any]:
-    return run_view(run, store.events.query(run_id=run["run_id"]), loader(store), env_state(store, run))
+    return run_view(run, store.events.query(run_id=run["run_id"]), loader(store), env_state(store, run),
+                    end_changes(store, run))
 
 
-def env_state(store: Any, run: dict) -> dict[str, Any]:
-    """The env state the run's snapshot_env steps stored (`env snapshot STEP`: file -> content)."""
-    from agentenv_local.artifacts import read_files
-
+def _snapshots(store: Any, run: dict) -> dict[str, dict]:
+    """step id -> the artifact document its snapshot_env step stored."""
     snapshots = ((run.get("context") or {}).get("metadata") or {}).get("env_snapshotted_universes") or {}
-    state: dict[str, Any] = {}
+    docs: dict[str, dict] = {}
     for step_id, ref in snapshots.items():
         if isinstance(ref, dict) and ref.get("id"):
             doc = store.documents.find("artifacts", ref["id"], ref.get("version"))
             if doc is not None:
-                state[f"env snapshot {step_id}"] = snapshot_state(read_files(store, doc))
-    return state
+                docs[str(step_id)] = doc
+    return docs
+
+
+def env_state(store: Any, run: dict) -> dict[str, Any]:
+    """The env state the run's own snapshot_env steps stored (`env snapshot STEP`: file -> content); not the
+    replay's end-of-episode captures (end_changes)."""
+    from agentenv_local.artifacts import read_files
+
+    return {f"env snapshot {step_id}": snapshot_state(read_files(store, doc))
+            for step_id, doc in _snapshots(store, run).items() if not step_id.startswith(END_CAPTURE)}
+
+
+def end_changes(store: Any, run: dict) -> dict[str, Any]:
+    """Each env's changelog as the episode left it, where the run captured it (a replay's `replay-end-STEP`
+    steps): `env ENV change N` -> the row. Empty for a run that did not capture it (any run but a replay)."""
+    from agentenv_local.artifacts import read_files
+
+    out: dict[str, Any] = {}
+    for step_id, doc in _snapshots(store, run).items():
+        if step_id.startswith(END_CAPTURE):
+            env_step = step_id[len(END_CAPTURE):]
+            out.update(changelog_rows(env_step, read_files(store, doc)))
+    return out
 
 
 def replay_task_id(task_id: str) -> str:

@@ -1,6 +1,6 @@
 """The replay task: the recorded task's steps with every agent swapped for its replay agent (agents.py) but a
 scripted judge with its plan in the task (it judges again), the env pinned at the recorded (or a given) version,
-and a wall-clock env's clock frozen at the recorded time."""
+a wall-clock env's clock frozen at the recorded time, and each env's changelog captured at the episode's end."""
 
 from __future__ import annotations
 
@@ -71,7 +71,23 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
         out.append(step)
     if not any(s.get("type") == "sync_env_clock" for s in steps):
         out = _freeze_clocks(out, run, events)
-    return out, notes
+    return _capture_changelogs(out), notes
+
+
+END_CAPTURE = "replay-end-"  # the id prefix of the steps that capture each env's changelog at the episode's end
+
+
+def _capture_changelogs(steps: list[dict]) -> list[dict]:
+    """After every other step, one `snapshot_env` step per deployed env with its changelog (`GET /changes`, kept
+    as the snapshot's `changes` record): the gateway is read before teardown, so the replay's run holds the
+    env's changes as the episode left them (a replay of a replay has these steps already)."""
+    if any(str(s.get("id", "")).startswith(END_CAPTURE) for s in steps):
+        return steps
+    others = [str(s["id"]) for s in steps if s.get("id")]
+    ends = [{"id": f"{END_CAPTURE}{s['id']}", "type": "snapshot_env", "env_id": s["env_id"], "env_step_id": s["id"],
+             "include_env_changes": True, "depends_on": others}
+            for s in steps if s.get("type") == "deploy_env" and s.get("id") and s.get("env_id")]
+    return [*steps, *ends]
 
 
 def judges_the_same(step: dict) -> bool:

@@ -22,4 +22,4 @@ def model_script() -> list[Any]:
     decide = [(f"{r['decision']}_invoice", {"invoice_id": r["invoice_id"], "reason": r["why"]}) for r in key]
     return [Reply.calls([("read_policy", {}), ("list_invoices", {})]),
             Reply.calls(decide),
-            Reply.text("Done: all 26 invoices are decided.")]
+            Reply(text="Done: all 26 invoices are decided.")]

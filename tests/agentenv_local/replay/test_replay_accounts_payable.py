@@ -184,3 +184,28 @@ def test_a_changed_approval_limit_changes_the_judges_criterion_and_the_scores(re
     judged = {r["id"]: r for r in replayed["verifications"]["grade"]["results"]}
     assert "approved it" in judged["INV-2017"]["justification"]
     assert replayed["status"] == "failed"
+
+
+def test_a_replay_holds_the_envs_changelog_at_the_end_and_runs_diff_compares_two_replays(recorded, bank_rule):
+    """The replay task reads the ap env's changelog (`GET /changes`) after every other step, before teardown; the
+    recorded run (not a replay) holds none, so replay compares it only between runs that both hold it."""
+    project = recorded["project"]
+    same = json.loads(ok(agentenv(project, "replay", recorded["run"], "--json")))["replay_run_ids"][0]
+    changed = json.loads(ok(agentenv(project, "replay", recorded["run"], "--env-version", f"ap={bank_rule}",
+                                     "--json"), 1))["replay_run_ids"][0]
+    shown = {r: json.loads(ok(agentenv(project, "runs", "show", r, "--json"))) for r in (recorded["run"], same)}
+    assert "replay-end-deploy" not in (shown[recorded["run"]]["context"]["metadata"].get("env_snapshotted_universes")
+                                       or {})
+    assert "replay-end-deploy" in shown[same]["context"]["metadata"]["env_snapshotted_universes"]
+    ok(agentenv(project, "runs", "diff", recorded["run"], same))  # no changelog on one side: not a difference
+    diff = json.loads(ok(agentenv(project, "runs", "diff", same, changed, "--json"), 1))
+    logged = [d for d in diff["differences"] if d["where"].startswith("env deploy change ")]
+    # v2 refused INV-2004's approval: its decision is the one change the changed env's log lacks
+    assert [(d["where"], d["what"]) for d in logged] == [("env deploy change decisions insert INV-2004", "value")]
+    assert logged[0]["a"]["after"]["decision"] == "approve" and logged[0]["a"]["actors"] == [
+        {"event_type": "tool_call", "role": "clerk", "tool": "approve_invoice"}] \
+        and logged[0]["b"] == "(absent)"
+    again = json.loads(ok(agentenv(project, "replay", same, "--json")))  # a replay of a replay compares it
+    assert again["differences"] == [] and again["notes"] == []
+    newer = json.loads(ok(agentenv(project, "runs", "show", again["replay_run_ids"][0], "--json")))
+    assert list(newer["context"]["metadata"]["env_snapshotted_universes"]) == ["replay-end-deploy"]
