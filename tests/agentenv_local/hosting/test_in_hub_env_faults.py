@@ -111,8 +111,10 @@ def _release(session) -> None:
     import sys
 
     for name, module in list(sys.modules.items()):
-        if hasattr(module, "RELEASE") and "Hostile" in dir(module):
-            module.RELEASE.set()
+        # its own namespace only: getattr would run a module's __getattr__ (agentenv_protocol's stand-in raises)
+        namespace = getattr(module, "__dict__", {})
+        if "RELEASE" in namespace and "Hostile" in namespace:
+            namespace["RELEASE"].set()
 
 
 @pytest.mark.parametrize("tool", ["raise_sync", "raise_async"])
