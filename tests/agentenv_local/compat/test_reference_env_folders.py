@@ -199,3 +199,19 @@ def test_the_sdk_surface_a_reference_env_uses_maps_onto_ours(session, tmp_path):
     assert rpc(data_plane, "data/get", {}, headers=headers)["result"]["parts"] == [
         {"kind": "data", "data": {"notes": []}}]
     on_hub(session, session.hub.envs.teardown(record["instance_id"]))
+
+
+def test_the_stand_in_answers_hasattr_for_private_names_and_import_error_for_public_ones(monkeypatch):
+    import importlib
+
+    monkeypatch.syspath_prepend(str(SHIMS))
+    monkeypatch.delitem(sys.modules, "agentenv_protocol", raising=False)
+    try:
+        stand_in = importlib.import_module("agentenv_protocol")
+        assert str(SHIMS) in (stand_in.__file__ or "")
+        assert not hasattr(stand_in, "__release_hook__") and not hasattr(stand_in, "_private")
+        with pytest.raises(ImportError, match="not in agentenv's stand-in"):
+            stand_in.ToolSession  # noqa: B018
+    finally:  # never leave the stand-in imported for the tests that follow
+        for name in [m for m in sys.modules if m == "agentenv_protocol" or m.startswith("agentenv_protocol.")]:
+            del sys.modules[name]

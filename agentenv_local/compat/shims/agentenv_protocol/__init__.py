@@ -67,6 +67,11 @@ class AgentEnvEnvironment(Env):
 
 
 def __getattr__(name: str) -> Any:
+    # Private and dunder names are probed by tools (hasattr, copy, pickle, inspection) that expect AttributeError;
+    # a public name is what a server imports, and `from agentenv_protocol import X` would swap an AttributeError
+    # for a bare "cannot import name", losing the hint below.
+    if name.startswith("_"):
+        raise AttributeError(f"module 'agentenv_protocol' has no attribute {name!r}")
     raise ImportError(f"agentenv_protocol.{name} is not in agentenv's stand-in for agentenv_protocol, which covers "
                       f"{', '.join(__all__)}; install the real package (pip install agentenv-framework-protocol) "
                       "into the interpreter that runs the server")
