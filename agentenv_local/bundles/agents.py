@@ -46,21 +46,9 @@ class AgentEntry:
 
 
 def load_agents(bundle: Bundle, problems: list[str]) -> None:
-    from .loader import _folder_files, _read_toml, _readme_like
+    from .loader import _folder_files, _read_toml, _subfolders
 
-    folder = bundle.path / "agents"
-    if not folder.is_dir():
-        return
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.name == "__pycache__":
-            continue
-        where = f"agents/{entry.name}"
-        if not entry.is_dir() and _readme_like(entry.name):  # notes for people, as the reference's bundle has
-            bundle.ignored.append(f"{where}: ignored (each agent is a folder, agents/<name>/)")
-            continue
-        if not entry.is_dir():
-            problems.append(f"{where}: each agent is a folder (agents/<name>/ with agent.toml, or a2a_server.py)")
-            continue
+    for entry, where in _subfolders(bundle, "agents", "agent", "with agent.toml, or a2a_server.py", problems):
         settings: dict = {}
         toml_path = entry / AGENT_TOML
         if toml_path.exists() or toml_path.is_symlink():

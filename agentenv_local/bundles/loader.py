@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,20 +229,29 @@ def _folder_files(bundle: Bundle, folder: Path, where: str, problems: list[str])
     return None
 
 
-def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
-    folder = bundle.path / "artifacts"
+def _subfolders(bundle: Bundle, section: str, what: str, layout: str, problems: list[str], *,
+                readme_ok: bool = True) -> Iterator[tuple[Path, str]]:
+    """(folder, "section/name") of each `section/<name>/` of a bundle, one per artifact, skill, env or agent. Hidden
+    entries are skipped; a README-like file is noted as ignored (`readme_ok`, as the reference's bundles have them),
+    any other file is a problem that says the layout (`layout`, e.g. "with SKILL.md at its root")."""
+    folder = bundle.path / section
     if not folder.is_dir():
         return
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith(".") or entry.name == "__pycache__":
             continue
-        where = f"artifacts/{entry.name}"
-        if not entry.is_dir() and _readme_like(entry.name):  # notes for people, as the reference's bundles have
-            bundle.ignored.append(f"{where}: ignored (each artifact is a folder, artifacts/<name>/)")
-            continue
+        where = f"{section}/{entry.name}"
         if not entry.is_dir():
-            problems.append(f"{where}: each artifact is a folder (artifacts/<name>/ holding its files)")
+            if readme_ok and _readme_like(entry.name):
+                bundle.ignored.append(f"{where}: ignored (each {what} is a folder, {section}/<name>/)")
+            else:
+                problems.append(f"{where}: each {what} is a folder ({section}/<name>/ {layout})")
             continue
+        yield entry, where
+
+
+def _load_artifacts(bundle: Bundle, problems: list[str]) -> None:
+    for entry, where in _subfolders(bundle, "artifacts", "artifact", "holding its files", problems):
         settings: dict = {}
         toml_path = entry / "artifact.toml"
         if toml_path.exists() or toml_path.is_symlink():
@@ -312,17 +322,9 @@ def _load_skills(bundle: Bundle, problems: list[str]) -> None:
     """`skills/<name>/` folders (Agent Skills: SKILL.md at the root) -> skill artifacts `<id root>/<name>`."""
     from agentenv_local.skills import SkillError, skill_from_files
 
-    folder = bundle.path / "skills"
-    if not folder.is_dir():
-        return
     taken = {a.id: f"artifacts/{a.name}" for a in bundle.artifacts.values()}
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.name == "__pycache__":
-            continue
-        where = f"skills/{entry.name}"
-        if not entry.is_dir():
-            problems.append(f"{where}: each skill is a folder (skills/<name>/ with SKILL.md at its root)")
-            continue
+    for entry, where in _subfolders(bundle, "skills", "skill", "with SKILL.md at its root", problems,
+                                    readme_ok=False):
         found = _folder_files(bundle, entry, where, problems)
         if found is None:
             continue
@@ -345,22 +347,13 @@ def _load_skills(bundle: Bundle, problems: list[str]) -> None:
 
 
 def _load_envs(bundle: Bundle, problems: list[str]) -> None:
-    folder = bundle.path / "envs"
-    if not folder.is_dir():
+    if not (bundle.path / "envs").is_dir():
         return
     from agentenv_local.hosting.envs import (  # pydantic models: only when needed
         MultiEnv,
         load_env_folder,
     )
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.name == "__pycache__":
-            continue
-        if not entry.is_dir() and _readme_like(entry.name):  # notes for people, as the reference's bundles have
-            bundle.ignored.append(f"envs/{entry.name}: ignored (each env is a folder, envs/<name>/)")
-            continue
-        if not entry.is_dir():
-            problems.append(f"envs/{entry.name}: each env is a folder (envs/<name>/env.toml and its files)")
-            continue
+    for entry, _where in _subfolders(bundle, "envs", "env", "with env.toml and its files", problems):
         try:
             env, _raw, declared = load_env_folder(entry)
         except ValidationError as exc:
