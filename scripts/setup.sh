@@ -45,5 +45,6 @@ fi
 # The tests run real Podman containers: install and set up Podman where this machine allows it.
 if [ "$want_test" = 1 ]; then
   scripts/setup-podman.sh
+  scripts/setup-bwrap.sh  # bubblewrap, for the example sandbox provider examples/plugins/bwrap (never fatal)
   scripts/setup-agent-clis.sh  # the coding-agent CLIs tests/agents_cli runs (each skipped when absent)
 fi
