@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from .in_hub import runs_in_hub
 from .instance import DeployError
-from .records import McpServerEnv, MultiEnv
+from .records import TOPOLOGIES, McpServerEnv, MultiEnv
 
 # (env id, version) -> (its stored document, its validated record): how a type finds the envs it refers to
 LookUp = Callable[[str, int | None], tuple[dict, BaseModel]]
@@ -43,8 +43,16 @@ class EnvType:
 
     def topology(self, env: Any) -> str:
         """"gateway" (a Gateway in front of its servers: gateway.py) or "server" (its one server on its own, no
-        gateway: server_topology.py); the record's `env_provider_type`, "gateway" by default."""
-        return str(getattr(env, "env_provider_type", "gateway"))
+        gateway: server_topology.py); the record's `env_provider_type`, "gateway" by default and when it names an
+        env provider (servers_provider)."""
+        value = str(getattr(env, "env_provider_type", "gateway"))
+        return value if value in TOPOLOGIES else "gateway"
+
+    def servers_provider(self, env: Any) -> str | None:
+        """The env provider the env.toml names for every one of its servers (`env_provider_type = "<a plugin's
+        env provider>"`), or None: each server's own type picks (provider)."""
+        value = getattr(env, "env_provider_type", None)
+        return value if isinstance(value, str) and value not in TOPOLOGIES else None
 
     def provider(self, server: McpServerEnv, where: str) -> str:
         """The env provider (an `agentenv_local.env_providers` name) that runs one of its servers."""

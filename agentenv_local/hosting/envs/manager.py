@@ -201,6 +201,7 @@ class EnvManager:
         servers = etype.servers(env_id, doc, env, self._env_doc)
         name, mode, prefix_tools = etype.gateway_options(env_id, env, gateway_mode)
         topology = etype.topology(env)
+        chosen = etype.servers_provider(env)  # a plugin's env provider the env.toml names for all its servers
         if topology not in ("gateway", "server"):
             raise DeployError(f"env {env_id}: its env type {env.type!r} asks for the topology {topology!r}; "
                               "there are 'gateway' and 'server'")
@@ -219,7 +220,7 @@ class EnvManager:
                 clean = next(c for c in slot.children if c.name == child_name)
                 target, info = clean.env, dict(clean.info)
             else:
-                target, info = await self._child(inst, child_name, sdoc, senv)
+                target, info = await self._child(inst, child_name, sdoc, senv, chosen)
             targets.append((child_name, target, info))
             # a server we started (a subprocess or a container) requires the admin token on its data plane;
             # the gateway sends it
@@ -274,11 +275,13 @@ class EnvManager:
         self._live[inst.instance_id] = inst
         self.store.records.save(INSTANCES, inst.instance_id, record)
 
-    async def _child(self, inst: Instance, child_name: str, sdoc: dict, senv: McpServerEnv) -> tuple[Any, dict]:
-        """Start one server of the instance through the env provider its type picks: (the gateway's target for
-        it, its entry in the record's children)."""
+    async def _child(self, inst: Instance, child_name: str, sdoc: dict, senv: McpServerEnv,
+                     chosen: str | None = None) -> tuple[Any, dict]:
+        """Start one server of the instance through the env provider `chosen` (the one the deployed env's
+        env.toml names), else the one its type picks: (the gateway's target for it, its entry in the record's
+        children)."""
         where = f"env {sdoc['id']}"
-        provider_name = self._type_of(senv, where).provider(senv, where)
+        provider_name = chosen or self._type_of(senv, where).provider(senv, where)
         provider = self._providers.get(provider_name)
         if provider is None:
             provider = self._providers[provider_name] = make_provider(provider_name, self, where)

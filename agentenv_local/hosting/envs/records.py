@@ -16,6 +16,8 @@ as a subprocess), `command` (any MCP server over streamable HTTP, told its port 
 in a hardened container that serves MCP on `container_port`, published on 127.0.0.1).
 `control_plane_auth = false` deploys it with the reference's open control plane (no admin token).
 `pool = false` keeps its instances out of the hub's env pools (manager.py, pool.py).
+`env_provider_type` is the topology (`gateway`, the default, or `server`), or the name of a plugin's env provider
+(the `agentenv_local.env_providers` group): a gateway in front, and every server of the env run by that provider.
 A folder's files are stored with it as a file-bundle artifact, so an env version pins its code.
 
 `type` names an env type of the `agentenv_local.env_types` plugin group (env_types.py): its record model
@@ -28,11 +30,36 @@ from pathlib import Path
 from typing import Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentenv_local.errors import ValidationError
 
 SOURCES = ("module", "command", "url", "image")
+TOPOLOGIES = ("gateway", "server")  # what env_provider_type names when it names no plugin's env provider
+
+
+def provider_type_problem(value: str, topologies: tuple[str, ...]) -> str | None:
+    """Why `value` cannot be an env's env_provider_type: one of `topologies`, or a plugin's env provider (a
+    built-in one is picked per server from its keys, so naming it is refused); None when it can."""
+    if value in topologies:
+        return None
+    if value in TOPOLOGIES:
+        return f"{value!r} is not a topology of this env type; use one of {', '.join(topologies)}"
+    from agentenv_local.plugins import registry
+
+    registered = registry().contributions("env_providers").get(value)
+    if registered is not None and registered.builtin:
+        return (f"{value!r} is a built-in env provider, picked per server from its keys (module, run_as, "
+                "command, url, image); env_provider_type names a topology or a plugin's env provider")
+    if registry().get("env_providers", value) is not None:
+        return None
+    failed = registry().failure("env_providers", value)
+    builtins = {name for name, c in registry().contributions("env_providers").items() if c.builtin}
+    plugins = sorted(set(registry().available("env_providers")) - builtins)
+    return (f"{value!r} is neither a topology ({', '.join(topologies)}) nor an installed env provider"
+            + (f" (its plugin failed to load: {failed})" if failed else "")
+            + (f"; plugins' env providers: {', '.join(plugins)}" if plugins else "; no plugin adds one")
+            + " (see `agentenv plugin list`)")
 
 
 class EnvRef(BaseModel):
@@ -64,11 +91,18 @@ class McpServerEnv(BaseModel):
     container_port: int | None = Field(default=None, ge=1, le=65535)  # image envs: where it serves (8000)
     mcp_path: str = "/mcp"
     env_vars: dict[str, str] = Field(default_factory=dict)
-    env_provider_type: Literal["gateway", "server"] = "gateway"
+    env_provider_type: str = "gateway"  # a topology (TOPOLOGIES) or a plugin's env provider
     description: str = ""
     control_plane_auth: bool | None = None  # false: the reference's open control plane (no admin token)
     pool: bool | None = None  # false: never kept in an env pool (its state is more than its data plane)
     files: ArtifactPin | None = None  # the folder's files, stored as an artifact (set when stored)
+
+    @field_validator("env_provider_type")
+    @classmethod
+    def _provider_type(cls, value: str) -> str:
+        if (problem := provider_type_problem(value, TOPOLOGIES)) is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> "McpServerEnv":
@@ -116,10 +150,17 @@ class MultiEnv(BaseModel):
     mcp_server_envs: list[EnvRef | str] = Field(min_length=1)
     prefix_tools: bool = False  # serve <env>_<tool> so clashing tool names still work
     gateway_mode: Literal["performance", "consistent"] = "performance"
-    env_provider_type: Literal["gateway"] = "gateway"
+    env_provider_type: str = "gateway"  # always a gateway; or a plugin's env provider running every server
     description: str = ""
     control_plane_auth: bool | None = None  # false: the reference's open control plane (no admin token)
     pool: bool | None = None  # false: never kept in an env pool
+
+    @field_validator("env_provider_type")
+    @classmethod
+    def _provider_type(cls, value: str) -> str:
+        if (problem := provider_type_problem(value, ("gateway",))) is not None:
+            raise ValueError(problem)
+        return value
 
     def refs(self) -> list[EnvRef]:
         return [EnvRef(env=r) if isinstance(r, str) else r for r in self.mcp_server_envs]
