@@ -1,0 +1,79 @@
+"""docs/plugins/task-steps.md, built as a reader would: every ```console block runs, in page order, in one
+PluginVenv (tests/kits/plugin_venv.py).
+
+Convention: a `pip ...` line runs at the checkout root (the page says "from the root of an agentenv-local
+checkout"); every other line runs in one fresh project folder (a scratch subfolder, never /tmp itself), with
+`$CHECKOUT` set to the checkout root (the page says so). A block must exit 0, unless the marker before it says
+`<!-- exit: N -->`; any other marker fails the test (every block of this page runs). Each output line a block shows
+must appear in what its command printed (compared with runs of spaces collapsed; durations and run ids follow the
+shown text, so a shown line may be the start of a printed one). Its ```python excerpts are the package's real code,
+verbatim, and its ```toml excerpt the package's real entry points.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks
+
+PAGE = ROOT / "docs" / "plugins" / "task-steps.md"
+FOLDER = PLUGINS / "verifier-steps"
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _outputs(text: str) -> dict[int, list[str]]:
+    """Each console block's output lines (those after a `$ ` line), by the block's line number."""
+    lines, out = text.splitlines(), {}
+    for number, _marker, _commands in console_blocks(text):
+        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
+        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
+    return out
+
+
+def test_the_excerpts_are_the_packages_code() -> None:
+    text = PAGE.read_text()
+    code = "\n".join(p.read_text() for p in (FOLDER / "src").rglob("*.py"))
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 4
+    for block in blocks:
+        for line in block.splitlines():
+            assert line in code, f"the page shows {line!r}, which is not in {FOLDER / 'src'}"
+    pyproject = (FOLDER / "pyproject.toml").read_text()
+    for block in re.findall(r"```toml\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            assert line in pyproject, f"the page shows {line!r}, which is not in the package's pyproject.toml"
+
+
+def test_the_page_runs(tmp_path: Path) -> None:
+    text = PAGE.read_text()
+    blocks = console_blocks(text)
+    outputs = _outputs(text)
+    assert [c for _n, _m, cs in blocks for c in cs] == [
+        "pip install examples/plugins/verifier-steps", "agentenv plugin show agentenv-verifier-steps",
+        "agentenv run $CHECKOUT/examples/plugins/verifier-steps/bundle",
+        "agentenv task validate $CHECKOUT/examples/plugins/verifier-steps/broken-task.json"]
+    venv = PluginVenv.create(tmp_path / "venv")
+    project = tmp_path / "project"
+    project.mkdir()
+    for number, marker, commands in blocks:
+        code = 0
+        if marker:
+            m = re.fullmatch(r"<!-- exit: (\d+) -->", marker)
+            assert m, f"line {number}: unknown marker {marker!r}; every block of this page runs"
+            code = int(m.group(1))
+        printed = ""
+        for command in commands:
+            if command.startswith("pip "):
+                out = venv.shell(command, cwd=ROOT, code=code)
+            else:
+                out = venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project, code=code)
+            printed += out.stdout + out.stderr
+        shown = _squeeze(printed)
+        for line in outputs[number]:
+            assert _squeeze(line) in shown, f"line {number}: {line!r} is not in what it printed:\n{printed}"
+    assert venv.has("agentenv-verifier-steps")
