@@ -335,13 +335,20 @@ def test_sqlite_source_never_follows_a_link_and_refuses_a_non_database(venv: Plu
         {"id": "link", "type": "sql_state_verifier", "sqlite_path": "link.db", "checks": check,
          "fail_task_on_error": False},
         {"id": "text", "type": "sql_state_verifier", "sqlite_path": "text.db", "checks": check,
+         "fail_task_on_error": False},
+        # names no step deployed, and a port the sandbox does not expose: the step fails, naming what there is
+        {"id": "ghost", "type": "sql_state_verifier", "sandbox_name": "ghost", "sqlite_path": "a.db", "checks": check,
+         "fail_task_on_error": False},
+        {"id": "port", "type": "http_probe_verifier", "sandbox_name": "sandbox", "port": 9,
          "fail_task_on_error": False}]})
     project, tmp = project_in(tmp_path)
     runs = run(venv, bundle, project, tmp, code=None)
     rec = record(venv, project, runs[0]["run_id"])
     assert rec["verifications"]["plant"]["score"] == 1.0
     assert "link" not in rec["verifications"] and "text" not in rec["verifications"]
-    errors = {s: rec["steps"][s]["error"] or "" for s in ("link", "text")}
+    errors = {s: rec["steps"][s]["error"] or "" for s in ("link", "text", "ghost", "port")}
+    assert "no sandbox named 'ghost' is deployed in this run (deployed: sandbox)" in errors["ghost"], errors
+    assert "sandbox 'sandbox' does not expose port 9 (it exposes none)" in errors["port"], errors
     assert "cannot read 'link.db' in sandbox 'sandbox'" in errors["link"], errors
     assert "text.db in sandbox 'sandbox' is not a SQLite database" in errors["text"], errors
     assert "s3cr3t" not in json.dumps(rec)
