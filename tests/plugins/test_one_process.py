@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -311,4 +312,52 @@ def test_each_server_keeps_its_own_data_plane_in_the_one_loopback_process(venv: 
                              "server.py:Ledger: RuntimeError: no ledger today")
     assert out["broken_host_alive_before_stop"] and not out["broken_host_alive_after_stop"]
     assert out["processes_started_total"] == 2  # one per instance, whatever its number of servers
+    assert hosts_under(work) == []
+
+
+ORPHAN = r'''
+import asyncio, os, shutil, sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from agentenv_local.hosting.envs.instance import Instance
+from agentenv_local.hosting.envs.records import parse_env
+from agentenv_one_process.provider import OneProcessProvider
+
+ENVS, WORK = Path(sys.argv[1]), Path(sys.argv[2])
+
+
+def materialize(inst, name, server):
+    shutil.copytree(ENVS / name, inst.folder / name)
+    return inst.folder / name
+
+
+async def main():
+    provider = OneProcessProvider(SimpleNamespace(ready_timeout=60.0, materialize=materialize))
+    inst = Instance("envi-orphan", {}, WORK / "envi-orphan", admin_token="t")
+    _url, info = await provider.start(inst, "tally", "env tally", parse_env({"module": "server.py:Tally"}, "tally"))
+    print(info["pid"], flush=True)
+    os._exit(0)  # a hub that dies without stopping anything
+
+
+asyncio.run(main())
+'''
+
+
+def test_the_host_never_outlives_a_hub_that_died(venv: PluginVenv, tmp_path: Path) -> None:
+    envs = tmp_path / "envs"
+    shutil.copytree(BUNDLE / "envs" / "tally", envs / "tally", ignore=shutil.ignore_patterns("__pycache__"))
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run([str(venv.python), str(script), str(envs), str(work)], capture_output=True, text=True,
+                          timeout=300, env=venv.environ(), cwd=work, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pid = int(proc.stdout.split()[-1])
+    for _ in range(300):  # its stdin closed with the "hub": it shuts down on its own (polled, not timed)
+        if not alive(pid):
+            break
+        time.sleep(0.1)
+    assert not alive(pid), f"the one process {pid} outlived the hub that started it"
     assert hosts_under(work) == []
