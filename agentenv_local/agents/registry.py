@@ -24,7 +24,7 @@ BUILTIN_DESCRIPTIONS = {
                 "and a deterministic judge)",
     "tool-loop": "calls a model with the env's MCP tools until the model stops ([model] config)",
     "human": "a person answers, in the TUI or with `agentenv human reply`",
-    "pi": "pi (`pi -p --mode json`) with its own tools (pi takes no MCP), on the [model] endpoint "
+    "pi": "pi (`pi -p --mode json`) with the env's MCP tools (through our pi extension), on the [model] endpoint "
           "(scripts/setup-agent-clis.sh installs the CLI)",
     "opencode": "opencode (`opencode run --format json`) with the env's MCP tools, on the [model] endpoint spoken "
                 "as the Anthropic Messages API (scripts/setup-agent-clis.sh installs the CLI)",

@@ -1,17 +1,19 @@
 """The CLI-agent images (hosting/agents/cli_image.py: the env runtime image plus Node and the CLI from the setup
-cache) of claude-code and codex, built on real Podman at most once per session (the fixture), then found by their
-tag; the tag follows its inputs; the build runs the CLI's --version in the image (a broken image fails it).
+cache) of claude-code and codex (gemini, opencode and pi: on first use), built on real Podman at most once per
+session (the fixtures), then found by their tag; the tag follows its inputs; the build runs the CLI's --version in
+the image (a broken image fails it).
 
-A CLI turn in Podman: `deploy_agent` of claude-code or codex under `--sandbox podman` (or the step's
-`sandbox_type: podman`) runs our A2A agent and the real CLI in its image, on the fake model server through the
-agent's model proxy: the reference's smoke task (the CLI's shell tool runs `echo $((6 * 7))`: 42) and the office
-env task (the CLI calls search_emails through our gateway under the role 'agent', purge_mailbox hidden by RBAC);
-the stored trajectory shows the CLI's tool calls and the run records a Podman container agent whose container has
-no network but the relay to those two endpoints (hosting/agents/agent_net.py)."""
+A CLI turn in Podman: `deploy_agent` of claude-code, codex, gemini, opencode or pi under `--sandbox podman` (or the
+step's `sandbox_type: podman`) runs our A2A agent and the real CLI in its image, on the fake model server through
+the agent's model proxy: the reference's smoke task (the CLI's shell tool runs `echo $((6 * 7))`: 42) and the
+office env task (the CLI calls search_emails through our gateway under the role 'agent', purge_mailbox hidden by
+RBAC); the stored trajectory shows the CLI's tool calls and the run records a Podman container agent whose
+container has no network but the relay to those two endpoints (hosting/agents/agent_net.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,37 @@ def cli_agent_images(podman_base_image: str, tmp_path_factory: pytest.TempPathFa
     finally:
         asyncio.run(provider.aclose())
     return refs
+
+
+@pytest.fixture(scope="session")
+def agent_images(podman_base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentImages]:
+    """The image of any other CLI, built on first ask (once per session: a second ask builds nothing)."""
+    from sandboxes.podman import PodmanSandboxProvider
+
+    provider = PodmanSandboxProvider(tmp_path_factory.mktemp("more-cli-images") / ".agentenv", {"pool_size": 0})
+    try:
+        yield AgentImages(CountingProvider(provider))
+    finally:
+        asyncio.run(provider.aclose())
+
+
+class AgentImages:
+    """CLI-agent images built through one counting provider, each once."""
+
+    def __init__(self, counting: CountingProvider) -> None:
+        self.counting = counting
+        self.refs: dict[str, str] = {}
+
+    def __call__(self, agent: str, binary: str) -> str:
+        cli_path(agent, binary)
+        if agent not in self.refs:
+            # the runtime image of now: an older one may be gone (a build after a source change replaces it)
+            self.counting.runtime = ""
+            self.refs[agent] = cli_image.ensure_agent_image(self.counting, agent)
+            built = self.counting.builds
+            assert cli_image.ensure_agent_image(self.counting, agent) == self.refs[agent]
+            assert self.counting.builds == built  # found by its tag
+        return self.refs[agent]
 
 
 def in_podman(project: Path, drop: tuple[str, ...]) -> dict[str, Any]:
@@ -162,3 +195,78 @@ def test_codex_in_podman_calls_an_office_tool_through_the_gateway(cli_agent_imag
     assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
     assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)
     in_podman(tmp_path / "proj", ("OPENAI_",))
+
+
+# --- gemini, opencode, pi (their images built on first use) -------------------------------------------------------
+
+GEMINI_MODEL = "gemini-2.5-flash"
+EXPR = "expr 6 '*' 7"  # Gemini CLI refuses `$((6 * 7))` as command substitution (test_cli_gemini.py)
+
+
+def gemini_model(server: FakeModelServer) -> dict[str, str]:
+    return {"base_url": server.root_url, "default": GEMINI_MODEL}
+
+
+def test_gemini_smoke_runs_in_podman(agent_images: AgentImages, tmp_path: Path) -> None:
+    agent_images("gemini", "gemini")
+    bundle = smoke_bundle_of(tmp_path, "gemini")
+    trajectory = run_reference_smoke(bundle, "gemini", ShellResponder(command=EXPR), gemini_model,
+                                     ("GEMINI_", "GOOGLE_"), run_args=PODMAN)
+    in_podman(bundle.parent / "proj", ("GEMINI_", "GOOGLE_"))
+    assert [(c["name"], c["args"]["command"], c["result"].strip()) for c in tool_calls(trajectory)] == \
+        [("run_shell_command", EXPR, "42")]
+
+
+def test_gemini_in_podman_calls_an_office_tool_through_the_gateway(agent_images: AgentImages,
+                                                                  tmp_path: Path) -> None:
+    agent_images("gemini", "gemini")
+    responder = ShellResponder(mcp_tool="search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "gemini", responder, gemini_model, ("GEMINI_", "GOOGLE_"),
+                              f"/v1beta/models/{GEMINI_MODEL}:streamGenerateContent",
+                              solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
+    assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
+    assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)
+    in_podman(tmp_path / "proj", ("GEMINI_", "GOOGLE_"))
+
+
+def test_opencode_smoke_runs_in_podman(agent_images: AgentImages, tmp_path: Path) -> None:
+    agent_images("opencode", "opencode")
+    bundle = smoke_bundle_of(tmp_path, "opencode")
+    trajectory = run_reference_smoke(bundle, "opencode", ShellResponder(), anthropic_model, ("ANTHROPIC_",),
+                                     run_args=PODMAN)
+    in_podman(bundle.parent / "proj", ("ANTHROPIC_",))
+    assert [(c["name"], c["args"]["command"], c["result"].strip()) for c in tool_calls(trajectory)] == \
+        [("bash", COMMAND, "42")]
+
+
+def test_opencode_in_podman_calls_an_office_tool_through_the_gateway(agent_images: AgentImages,
+                                                                    tmp_path: Path) -> None:
+    agent_images("opencode", "opencode")
+    responder = ShellResponder(mcp_tool="_search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "opencode", responder, anthropic_model, ("ANTHROPIC_",), "/v1/messages",
+                              solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
+    assert responder.called == ["office_search_emails"]
+    assert offered and all("office_purge_mailbox" not in names for names in offered)
+    in_podman(tmp_path / "proj", ("ANTHROPIC_",))
+
+
+def test_pi_smoke_runs_in_podman(agent_images: AgentImages, tmp_path: Path) -> None:
+    agent_images("pi", "pi")
+    bundle = smoke_bundle_of(tmp_path, "pi")
+    trajectory = run_reference_smoke(bundle, "pi", ShellResponder(), lambda server: {
+        "api": "openai", "base_url": server.base_url, "default": "fake-model"}, ("ANTHROPIC_",), run_args=PODMAN)
+    in_podman(bundle.parent / "proj", ("ANTHROPIC_",))
+    assert [(c["name"], c["args"]["command"], c["result"].strip()) for c in tool_calls(trajectory)] == \
+        [("bash", COMMAND, "42")]
+
+
+def test_pi_in_podman_calls_an_office_tool_through_our_extension(agent_images: AgentImages, tmp_path: Path) -> None:
+    """pi_mcp.js (our pi extension, shipped in the package) lists the gateway's tools through the relay."""
+    agent_images("pi", "pi")
+    responder = ShellResponder(mcp_tool="_search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "pi", responder, lambda server: {
+        "api": "openai", "base_url": server.base_url, "default": "fake-model"}, ("ANTHROPIC_",),
+        "/v1/chat/completions", solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
+    assert responder.called == ["office_search_emails"]
+    assert offered and all("office_purge_mailbox" not in names for names in offered)
+    in_podman(tmp_path / "proj", ("ANTHROPIC_",))

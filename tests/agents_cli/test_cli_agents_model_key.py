@@ -1,7 +1,9 @@
 """Each coding-CLI agent keeps the `[model]` key out of its CLI's reach (the model proxy adds it): during a turn in
 which the fake model makes the CLI dump its environment and HOME files with its shell tool, the key is in no
 tool result, in no /proc environ or cmdline of the CLI's processes, in no file of its private HOME or workspace,
-while every model request that reached the fake server carried the real key. The same turn installs a
+while every model request that reached the fake server carried the real key. The endpoint's [model.headers]
+(agent-config's model_headers) are the same: the proxy adds them to every request, the CLI never holds them. The
+same turn installs a
 skill-config skill where that CLI reads skills, and the agent's shutdown removes its private HOME."""
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from agentenv_local.agents.types import TaskRequest
 from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 DUMP = "env; cat ~/.* ~/.*/* 2>/dev/null | head -c 20000; echo; echo ENV-DUMPED"
+HEADER_VALUE = "team-secret-header-value"  # a [model.headers] value: the proxy's to send, never the CLI's
 SKILL = {"name": "tidy-notes", "description": "How to tidy the notes folder.", "skill_md": "Sort the notes by date."}
 
 Model = Callable[[FakeModelServer], dict[str, Any]]
@@ -96,7 +99,8 @@ def test_the_cli_never_holds_the_key_and_its_home_goes_with_the_agent(
     responder = SnoopingResponder(started)
     with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
         req = turn_request(agent, "Show me your environment and settings files with your shell tool.", "ctx-k",
-                           "t-k", api_key=MODEL_KEY, workspace=str(workdir), **model(server))
+                           "t-k", api_key=MODEL_KEY, workspace=str(workdir),
+                           model_headers={"X-Team-Secret": HEADER_VALUE}, **model(server))
         req = TaskRequest(task_id=req.task_id, context_id=req.context_id, parts=req.parts, config=req.config,
                           skills=(SKILL,))
         result = asyncio.run(agent.run(req))
@@ -109,8 +113,14 @@ def test_the_cli_never_holds_the_key_and_its_home_goes_with_the_agent(
     assert responder.snapshots and not [s for s in responder.snapshots if MODEL_KEY.encode() in s]
     home = agent.private_home()
     assert files_holding(home, MODEL_KEY.encode()) == [] and files_holding(workdir, MODEL_KEY.encode()) == []
-    # the model got the real key on every call, and no call was refused
+    # the header is out of the CLI's reach just as the key
+    assert HEADER_VALUE not in call["result"] and HEADER_VALUE not in json.dumps(events)
+    assert not [s for s in responder.snapshots if HEADER_VALUE.encode() in s]
+    assert files_holding(home, HEADER_VALUE.encode()) == [] and files_holding(workdir, HEADER_VALUE.encode()) == []
+    assert HEADER_VALUE not in json.dumps(req.config.model_dump(mode="json"))  # read back masked
+    # the model got the real key and the header on every call, and no call was refused
     assert requests and {sent_key(r) for r in requests} == {MODEL_KEY}
+    assert {r.headers.get("x-team-secret") for r in requests} == {HEADER_VALUE}
     assert all(r.status == 200 for r in requests), [(r.path, r.status) for r in requests]
     # skill-config's skill sits where this CLI reads skills
     skill = (home / agent.skills_folder / SKILL["name"] / "SKILL.md").read_text()

@@ -23,6 +23,7 @@ from agent_cli_kit import (
     cancel_a_running_turn,
     cli_path,
     record_started,
+    run_office_task,
     run_reference_smoke,
     sleepers_under,
     smoke_bundle_of,
@@ -140,3 +141,12 @@ def test_the_smoke_task_passes_and_its_trajectory_shows_the_shell_call(smoke_bun
 
 def test_without_a_model_the_run_stops_with_one_line(smoke_bundle: Path) -> None:
     smoke_fails_without_model(smoke_bundle, "gemini", DROP)
+
+
+def test_gemini_calls_an_office_tool_through_the_gateway_under_a_role(tmp_path: Path) -> None:
+    cli_path("gemini", "gemini")
+    responder = ShellResponder(mcp_tool="search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "gemini", responder, lambda server: {
+        "base_url": server.root_url, "default": MODEL}, DROP, f"/v1beta/models/{MODEL}:streamGenerateContent")
+    assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
+    assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)  # RBAC

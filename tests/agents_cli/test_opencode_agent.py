@@ -23,6 +23,7 @@ from agent_cli_kit import (
     is_sleep,
     missing_cli_error,
     record_started,
+    run_office_task,
     run_reference_smoke,
     second_turn_resumes,
     smoke_bundle_of,
@@ -117,3 +118,12 @@ def test_the_smoke_task_passes_with_a_model_and_records_the_bash_call(smoke_bund
 
 def test_without_a_model_the_smoke_task_fails_with_one_line(smoke_bundle: Path) -> None:
     smoke_fails_without_model(smoke_bundle, "opencode", DROP)
+
+
+def test_opencode_calls_an_office_tool_through_the_gateway_under_a_role(tmp_path: Path) -> None:
+    cli_path("opencode", "opencode")
+    responder = ShellResponder(mcp_tool="_search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "opencode", responder, lambda server: {
+        "api": "anthropic", "base_url": server.root_url, "default": "claude-sonnet-4-5"}, DROP, "/v1/messages")
+    assert responder.called == ["office_search_emails"]
+    assert offered and all("office_purge_mailbox" not in names for names in offered)  # RBAC of the role

@@ -25,6 +25,7 @@ from agent_cli_kit import (
     is_sleep,
     missing_cli_error,
     record_started,
+    run_office_task,
     run_reference_smoke,
     second_turn_resumes,
     smoke_bundle_of,
@@ -167,3 +168,15 @@ def test_an_anthropic_endpoint_is_spoken_as_the_messages_api(workdir: Path) -> N
     assert "42" in result.parts[0].text
     turns = [r for r in server.requests if r.path == "/v1/messages"]
     assert turns and all(r.valid and r.model == "claude-sonnet-4-5" for r in turns)
+
+
+def test_openhands_calls_an_office_tool_through_the_gateway_under_a_role(tmp_path: Path) -> None:
+    cli_path("openhands-venv", "openhands", venv=True)
+    # OpenHands adds a required security_risk argument to every tool; it does not reach the MCP server
+    responder = ShellResponder(mcp_tool="search_emails", mcp_args={"query": "acme pricing", "security_risk": "LOW"})
+    offered = run_office_task(tmp_path, "openhands", responder, lambda server: {
+        "api": "openai", "base_url": server.base_url, "default": "fake-model"}, DROP, "/v1/chat/completions")
+    assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
+    assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)  # RBAC
+    # log_activity has an argument named `kind`, which OpenHands cannot hold: offered renamed, not dropped
+    assert all(any(n.endswith("log_activity") for n in names) for names in offered), offered

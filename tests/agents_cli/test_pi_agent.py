@@ -23,20 +23,23 @@ from agent_cli_kit import (
     cli_path,
     missing_cli_error,
     record_started,
+    run_office_task,
     run_reference_smoke,
     second_turn_resumes,
     sleepers_under,
     smoke_bundle_of,
     smoke_fails_without_model,
+    stored_run,
     tool_calls,
     turn_request,
+    write_model_config,
 )
 from kits.reference_bundles import copy_reference_bundle
 from shell_responder import COMMAND, ShellResponder
 
 from agentenv_local.agents.cli_agents.pi import PiAgent
 from agentenv_local.agents.types import text_of
-from agentenv_local.testing.fake_models import FakeModelServer
+from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest, Reply
 
 
 def model_config(server: FakeModelServer, workdir: Path, api: str = "openai") -> dict[str, Any]:
@@ -148,3 +151,38 @@ def test_the_full_bundle_knows_the_pi_agent(tmp_path: Path) -> None:
     text = out.stdout + out.stderr
     assert "pi-smoke" in text or out.returncode == 0, text
     assert "agent 'pi' not found" not in text
+
+
+def test_pi_calls_an_office_tool_through_the_gateway_under_a_role(tmp_path: Path) -> None:
+    """pi has no MCP client: our extension (pi_mcp.js, loaded with -e) lists the gateway's tools under the role
+    and registers each as a pi tool <server>_<tool>, called over MCP streamable HTTP."""
+    cli_path("pi", "pi")
+    responder = ShellResponder(mcp_tool="_search_emails", mcp_args={"query": "acme pricing"})
+    offered = run_office_task(tmp_path, "pi", responder, lambda server: {
+        "api": "openai", "base_url": server.base_url, "default": "fake-model"}, DROP, "/v1/chat/completions")
+    assert responder.called == ["office_search_emails"]
+    assert offered and all("office_purge_mailbox" not in names for names in offered)  # RBAC of the role
+    assert all("office_read_email" in names and "office_log_activity" in names for names in offered), offered
+
+
+def test_the_model_endpoints_headers_reach_the_model_through_the_proxy(smoke_bundle: Path) -> None:
+    """[model.headers] of the configured endpoint: deploy_agent hands them to the agent (model_headers), its model
+    proxy adds them to every model request; they are in no stored byte."""
+    cli_path("pi", "pi")
+    project = smoke_bundle.parent / "proj"
+    seen: list[str | None] = []
+
+    def responder(request: RecordedRequest) -> Reply:
+        seen.append(request.headers.get("x-team-secret"))
+        return shell(request)
+
+    shell = ShellResponder()
+    with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
+        write_model_config(project, api="openai", base_url=server.base_url, default="fake-model")
+        with (project / ".agentenv" / "config.toml").open("a") as f:
+            f.write('[model.headers]\nX-Team-Secret = "team-secret-header-value"\n')
+        out = agentenv(project, "run", str(smoke_bundle), "--task", "pi-smoke", drop=DROP)
+    assert out.returncode == 0 and "passed" in out.stdout, out.stdout + out.stderr
+    assert seen and set(seen) == {"team-secret-header-value"}, seen
+    _, shown = stored_run(project, DROP)
+    assert "team-secret-header-value" not in shown

@@ -5,6 +5,10 @@ The model endpoint is the run's ``[model]`` (deploy_agent sends base_url, api_ke
 handed to OpenHands' LiteLLM through ``LLM_MODEL``/``LLM_BASE_URL``/``LLM_API_KEY`` with ``--override-with-envs``:
 ``openai/<model>`` (Chat Completions at ``.../v1``) or, with ``api = "anthropic"``, ``anthropic/<model>``. The MCP
 servers registered over mcp-config/v1 are written to the private HOME's ``~/.openhands/mcp.json`` each turn. The
+agent lists their tools first (over MCP, with the registration's headers): OpenHands cannot build a tool with an
+argument named ``kind`` (its own discriminator field; pydantic refuses the override and the whole turn fails), so
+such an argument is offered renamed (``kind_``) by a fastmcp tool transform in mcp.json, which hands it back to the
+server as ``kind``; the listed names also route each MCP call of the trajectory to its server. The
 agent names the conversation itself (a fresh UUID given to ``--resume``, which OpenHands starts when it does not
 exist yet), so a context continues with the same ``--resume ID`` without reading the CLI's closing text. OpenHands
 streams no usage: the turn's tokens are the growth of the conversation's ``base_state.json`` totals.
@@ -34,7 +38,14 @@ MAX_RESULT_CHARS = 100_000
 SKILLS_REPO = "https://github.com/OpenHands/extensions"
 NO_SKILLS_REPO = "/nonexistent/openhands-extensions"
 TMUX_SOCKET = "openhands"  # the socket name OpenHands' terminal tool gives tmux (-L)
+# argument names OpenHands' tool models cannot hold (its discriminator): offered as NAME + "_"
+RESERVED_ARGUMENTS = frozenset({"kind"})
+# an argument OpenHands adds to every tool call and keeps to itself (the MCP server never gets it)
+OWN_ARGUMENTS = frozenset({"security_risk"})
 _TURN_TMUX_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("openhands_tmux_dir", default=None)
+# this turn's MCP tools: server -> {tool name: its argument names}
+_TURN_TOOLS: contextvars.ContextVar[dict[str, dict[str, list[str]]]] = contextvars.ContextVar(
+    "openhands_turn_tools", default={})
 
 
 class OpenHandsAgent(CliAgent):
@@ -73,8 +84,10 @@ class OpenHandsAgent(CliAgent):
     def _write_mcp_config(self, request: TaskRequest) -> None:
         """This turn's servers, in a file only this user reads (a bound token in a header stays off argv); none
         written is an empty list, so no server of an earlier turn lingers."""
+        listed = _TURN_TOOLS.get()
         servers = {name: {"url": reg["url"], "transport": "http", "enabled": True,
-                          **({"headers": reg["headers"]} if reg.get("headers") else {})}
+                          **({"headers": reg["headers"]} if reg.get("headers") else {}),
+                          **_renames(listed.get(name, {}))}
                    for name, reg in request.mcp_servers.items()}
         folder = self.private_home() / ".openhands"
         folder.mkdir(mode=0o700, exist_ok=True)
@@ -107,6 +120,7 @@ class OpenHandsAgent(CliAgent):
         tmux_dir = self.private_home() / "tmux" / uuid.uuid4().hex[:12]  # short: a socket path has a size limit
         tmux_dir.mkdir(mode=0o700, parents=True)
         _TURN_TMUX_DIR.set(tmux_dir)  # this task's own value: concurrent turns get their own servers
+        _TURN_TOOLS.set(await self._list_tools(request))
         try:
             turn = await super()._run_cli(executable, request, cfg, session_id, base_url, key)
         finally:
@@ -123,6 +137,27 @@ class OpenHandsAgent(CliAgent):
             request.trajectory.append({"type": "final", "text": turn.final_text, "is_error": False,
                                        "usage": turn.usage})
         return turn
+
+    async def _list_tools(self, request: TaskRequest) -> dict[str, dict[str, list[str]]]:
+        """Each registered server's tools and their argument names; a server that cannot be listed is left out
+        (the CLI then meets it unchanged and says what fails)."""
+        listed: dict[str, dict[str, list[str]]] = {}
+        for name, reg in (request.mcp_servers or {}).items():
+            try:
+                listed[name] = await list_tool_arguments(reg["url"], reg.get("headers") or {})
+            except Exception as exc:  # noqa: BLE001 - any failure of the listing only loses the renames
+                request.trajectory.append({"type": "mcp_list_failed", "server": name, "error": str(exc)[:500]})
+        return listed
+
+    def _mcp_route(self, name: str) -> tuple[str | None, str]:
+        """(server, tool) of a tool name as OpenHands offers it: unprefixed with one server, `<server>_<tool>`
+        with more (fastmcp's composite client); (None, name) for OpenHands' own tools."""
+        listed = _TURN_TOOLS.get()
+        for server, tools in listed.items():
+            if (len(listed) == 1 and name in tools) or (name.startswith(server + "_") and
+                                                        name[len(server) + 1:] in tools):
+                return server, name if len(listed) == 1 else name[len(server) + 1:]
+        return None, name
 
     def _state_file(self, conversation: str) -> Path:
         return self.private_home() / ".openhands" / "conversations" / uuid.UUID(conversation).hex / "base_state.json"
@@ -156,7 +191,10 @@ class OpenHandsAgent(CliAgent):
             turn.tool_calls += 1
             result = _text(observation.get("content")) if observation else str(event.get("error") or
                                                                                event.get("rejection_reason") or "")
-            log.append({"type": "tool_call", **call, "server": None, "tool": call.get("name"), "result": result,
+            server, tool = self._mcp_route(str(call.get("name") or ""))
+            if server is not None and isinstance(call.get("args"), dict):  # the arguments the server got
+                call = {**call, "args": _server_arguments(call["args"])}
+            log.append({"type": "tool_call", **call, "server": server, "tool": tool, "result": result,
                         "is_error": kind != "ObservationEvent" or bool(observation.get("is_error"))})
         elif kind == "MessageEvent" and event.get("source") == "agent":
             text = _text((event.get("llm_message") or {}).get("content"))
@@ -167,6 +205,40 @@ class OpenHandsAgent(CliAgent):
             log.append({"type": "cli_error", "code": event.get("code"), "detail": detail})
             turn.is_error = True
             turn.error_text = f"openhands ended with {event.get('code') or kind}: {detail}"
+
+
+async def list_tool_arguments(url: str, headers: dict[str, str]) -> dict[str, list[str]]:
+    """The tools of the MCP server at `url` (streamable HTTP) and each one's argument names."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from agentenv_local.http_clients import async_client
+
+    tools: dict[str, list[str]] = {}
+    async with async_client(headers=headers, timeout=httpx2.Timeout(60.0)) as http, \
+            Client(streamable_http_client(url, http_client=http), mode="auto") as client:
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            for tool in page.tools:
+                tools[tool.name] = list(((tool.input_schema or {}).get("properties") or {}))
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+
+def _renames(tools: dict[str, list[str]]) -> dict[str, Any]:
+    """fastmcp's tool transforms (mcp.json `tools`) offering each reserved argument as NAME + "_"."""
+    transforms = {tool: {"arguments": {arg: {"name": arg + "_"} for arg in args if arg in RESERVED_ARGUMENTS}}
+                  for tool, args in tools.items() if RESERVED_ARGUMENTS.intersection(args)}
+    return {"tools": transforms} if transforms else {}
+
+
+def _server_arguments(args: dict[str, Any]) -> dict[str, Any]:
+    """An MCP call's arguments as its server got them: OpenHands' own dropped, renamed ones named back."""
+    back = {name + "_": name for name in RESERVED_ARGUMENTS}
+    return {back.get(key, key): value for key, value in args.items() if key not in OWN_ARGUMENTS}
 
 
 def stop_tmux(tmux_dir: Path) -> None:
