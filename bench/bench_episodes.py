@@ -19,6 +19,9 @@ ratio (the cluster's overhead per episode).
 started from, with its own venv), in its own project and hub, alternately with this one (which goes first flips each
 batch), and prints after/before ratios side by side.
 
+--capture-off-too runs every batch the same way (its own project and hub, alternately) with this checkout and the
+runner's end-of-episode capture of each env's changelog and /state off: "before" is the capture off.
+
 --with-reference also times the reference's `agent-env run hello` (.venv-ref) --reference-runs times, one after
 another and each in a fresh XDG_STATE_HOME (it has no hub and no --k), and prints its runs/s beside ours.
 
@@ -206,6 +209,9 @@ def main() -> int:
                         help="ray: also run every batch on a two-node Ray cluster started here, side by side")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout's root (its .venv/bin/agentenv): each batch runs there too, alternately")
+    parser.add_argument("--capture-off-too", action="store_true",
+                        help="each batch also runs in a second hub with the end-of-episode capture of each env's "
+                             "changelog and /state off (AGENTENV_CAPTURE_ENV_STATE=0), alternately: its cost")
     parser.add_argument("--with-reference", action="store_true")
     parser.add_argument("--reference-runs", type=int, default=8)
     args = parser.parse_args()
@@ -219,6 +225,8 @@ def main() -> int:
     project = workdir / "proj"
     before_project = workdir / "proj-before"
     before_agentenv = args.baseline / ".venv" / "bin" / "agentenv" if args.baseline else None
+    if args.capture_off_too:  # the "before" side: this checkout, its capture off
+        before_agentenv = AGENTENV
     for folder in (project, before_project) if before_agentenv else (project,):
         (folder / ".agentenv").mkdir(parents=True)
         for name in bundles:
@@ -227,6 +235,7 @@ def main() -> int:
                 shutil.copytree(source, folder / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
     env["AGENTENV_SANDBOX_DEFAULT"] = args.sandbox
+    before_env = {**env, "AGENTENV_CAPTURE_ENV_STATE": "0"} if args.capture_off_too else env
     measures: list[Measure] = []
     before_hello_s: list[float] | None = None
     cluster = start_ray_cluster(workdir / "ray") if args.executor == "ray" else None
@@ -235,27 +244,27 @@ def main() -> int:
         if up.returncode != 0:
             raise SystemExit(f"`agentenv up --detach` failed:\n{up.stderr}")
         if before_agentenv is not None:
-            up = _agentenv(before_project, env, "up", "--detach", timeout=120, agentenv=before_agentenv)
+            up = _agentenv(before_project, before_env, "up", "--detach", timeout=120, agentenv=before_agentenv)
             if up.returncode != 0:
                 raise SystemExit(f"the baseline's `agentenv up --detach` failed:\n{up.stderr}")
         for name in bundles:  # one warm-up episode each: first imports and the bundle's first store
             run_batch(project, env, name, 1, 1)
             if before_agentenv is not None:
-                run_batch(before_project, env, name, 1, 1, agentenv=before_agentenv)
+                run_batch(before_project, before_env, name, 1, 1, agentenv=before_agentenv)
         hello_s = single_hello(project, env, args.hello_reps)
         if before_agentenv is not None:
-            before_hello_s = single_hello(before_project, env, args.hello_reps, agentenv=before_agentenv)
+            before_hello_s = single_hello(before_project, before_env, args.hello_reps, agentenv=before_agentenv)
         flip = False
         for name in bundles:
             for concurrency in concurrencies:
                 episodes = max(concurrency * args.episodes_per_slot, 4)
                 print(f"{name}: {episodes} episodes at concurrency {concurrency} ...", file=sys.stderr, flush=True)
                 if before_agentenv is not None and not flip:
-                    measures.append(run_batch(before_project, env, name, concurrency, episodes,
+                    measures.append(run_batch(before_project, before_env, name, concurrency, episodes,
                                               agentenv=before_agentenv, label="before"))
                 measures.append(run_batch(project, env, name, concurrency, episodes))
                 if before_agentenv is not None and flip:
-                    measures.append(run_batch(before_project, env, name, concurrency, episodes,
+                    measures.append(run_batch(before_project, before_env, name, concurrency, episodes,
                                               agentenv=before_agentenv, label="before"))
                 flip = not flip
                 if cluster is not None:
@@ -263,7 +272,7 @@ def main() -> int:
     finally:
         _agentenv(project, env, "down", timeout=120)
         if before_agentenv is not None:
-            _agentenv(before_project, env, "down", timeout=120, agentenv=before_agentenv)
+            _agentenv(before_project, before_env, "down", timeout=120, agentenv=before_agentenv)
         if cluster is not None:
             subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120, check=False)
         shutil.rmtree(workdir, ignore_errors=True)

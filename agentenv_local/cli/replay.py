@@ -23,7 +23,8 @@ from ._common import echo_json, session
 def replay(run_id, eval_id, env_version, task_version, times, as_json):
     """Replay recorded runs: the same task, seed and env version (or --env-version), every agent replaced by
     one that makes the recorded tool calls and gives the recorded replies and verdicts; then compare tool
-    results, env calls, trigger firings, criteria and scores. Exit 0 on no difference, 1 on any."""
+    results, env calls, trigger firings, each env's changelog and /state at the episode's end, criteria and
+    scores. Exit 0 on no difference, 1 on any."""
     from agentenv_local.errors import NotFoundError
     from agentenv_local.query import Query
 

@@ -59,6 +59,39 @@ def solver_plan(response: dict, load_object: LoadObject | None) -> tuple[dict[st
     return {"turns": plan_turns, "after_last": "fail"}, notes
 
 
+def conversations_plan(responses: list[dict], load_object: LoadObject | None) -> tuple[dict[str, Any], list[str]]:
+    """The plan replaying several separate conversations with one agent (prompt_agent steps that each start their
+    own): the scripted agent counts turns per conversation, so turn N of each is told apart by the conversation's
+    first prompt (the input of its turn 1, then `history.0.input`) and runs that conversation's own turn N. When
+    two of them began with the same prompt they cannot be told apart: their turns are joined in order, noted."""
+    plans: list[tuple[str, dict[str, Any]]] = []
+    notes: list[str] = []
+    for response in responses:
+        plan, why = solver_plan(response, load_object)
+        notes.extend(why)
+        first = (response.get("turns") or [{}])[0].get("prompt")
+        plans.append((first if isinstance(first, str) else str(response.get("prompt_text") or ""), plan))
+    firsts = [first for first, _ in plans]
+    if len(set(firsts)) < len(firsts):
+        steps = ", ".join(str(r.get("step_id")) for r in responses)
+        notes.append(f"steps {steps} (agent {responses[0].get('agent_name')}): separate conversations that began "
+                     "with the same prompt cannot be told apart; the replay plan follows their turns one after "
+                     "another, in the recorded order")
+        return {"turns": [t for _, plan in plans for t in plan["turns"]], "after_last": "fail"}, notes
+    turns: list[list[dict]] = []
+    for index in range(max(len(plan["turns"]) for _, plan in plans)):
+        subject: dict[str, Any] = {"input": "text"} if index == 0 else {"saved": "history.0.input"}
+        chain: list[dict] = [{"fail": literal(f"replay: no conversation recorded with this agent had a turn "
+                                              f"{index + 1} beginning so"), "code": "replay.unrecorded"}]
+        for first, plan in reversed(plans):
+            own = plan["turns"][index] if index < len(plan["turns"]) else [
+                {"fail": literal(f"replay: this conversation had {len(plan['turns'])} turn(s) recorded"),
+                 "code": "replay.unrecorded"}]
+            chain = [{"if": {**subject, "equals": literal(first)}, "then": own, "else": chain}]
+        turns.append(chain)
+    return {"turns": turns, "after_last": "fail"}, notes
+
+
 def user_plan(response: dict) -> dict[str, Any]:
     """The user simulator's plan: each recorded reply, then the end of the conversation."""
     plan_turns: list[list[dict]] = []

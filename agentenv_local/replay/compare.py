@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-SECTIONS = ("status", "score", "tool_calls", "env_calls", "triggers", "env_state", "env_changes", "criteria")
-# compared only when both runs hold it: a run recorded without it (the envs' changelogs at the episode's end,
-# which only replays capture) is not a difference
-BOTH_OR_NEITHER = ("env_changes",)
+SECTIONS = ("status", "score", "tool_calls", "env_calls", "triggers", "env_state", "env_changes", "env_end_state",
+            "criteria")
+# compared only when both runs hold it: a run recorded without it (the envs' changelogs and `/state` at the
+# episode's end, which runs capture since they were added) is not a difference
+BOTH_OR_NEITHER = ("env_changes", "env_end_state")
 
 
 @dataclass(frozen=True)
@@ -53,13 +56,47 @@ def _diff(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
         out.append((path or "value", a, b))
 
 
-def differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+def _wall_clock_stamp(what: str, a: Any, b: Any) -> bool:
+    """A change row's `virtual_time` that only one run has: the other's env was on the wall clock (unarmed, its
+    rows carry no virtual time), as a recorded run's is where the replay freezes the clock to date writes alike;
+    what the env wrote with that time is compared in the row itself."""
+    return what == "virtual_time" and _MISSING in (a, b)
+
+
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?")
+_SLACK_S = 1.0  # a stamp cut to the second, read just before a run's recorded start or after its end
+
+
+def _stamp(value: Any) -> float | None:
+    """`value` as epoch seconds when it is an ISO-8601 date and time (UTC when it names no zone), else None."""
+    if not isinstance(value, str) or not _STAMP.fullmatch(value):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def wall_clock_reading(a: Any, b: Any, spans: list[tuple[float, float]]) -> bool:
+    """Whether two differing values are each a date and time within the wall-clock span of one of the runs
+    compared (`spans`: each run's start to end): an env on the wall clock dated something when it ran, which no
+    replay reproduces to the call (it freezes such an env at the recorded run's first call), so it is the time,
+    not the env's behaviour, that differs."""
+    moments = [_stamp(a), _stamp(b)]
+    return all(m is not None and any(lo - _SLACK_S <= m <= hi + _SLACK_S for lo, hi in spans) for m in moments)
+
+
+def differences(a: dict[str, Any], b: dict[str, Any], notes: list[str] | None = None) -> list[Difference]:
     """What differs between two views, in section order (status, score, tool calls, env calls, triggers,
-    env state, env changelogs, criteria), each keyed entry compared down to where it differs."""
+    env state, env changelogs, env `/state`, criteria), each keyed entry compared down to where it differs.
+    A wall-clock reading on both sides (wall_clock_reading) is not a difference: it goes to `notes`, if given."""
+    spans = [(float(v["wall_span"][0]), float(v["wall_span"][1])) for v in (a, b)
+             if isinstance(v.get("wall_span"), (list, tuple)) and len(v["wall_span"]) == 2]
     found: list[Difference] = []
     for section in SECTIONS:
         left, right = a.get(section), b.get(section)
-        if section in BOTH_OR_NEITHER and (not left or not right):
+        if section in BOTH_OR_NEITHER and (left is None or right is None):
             continue
         if not isinstance(left, dict) or not isinstance(right, dict):
             if left != right:
@@ -71,5 +108,13 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
                 continue
             leaves: list[tuple[str, Any, Any]] = []
             _diff(left[where], right[where], "", leaves)
-            found.extend(Difference(where, what, va, vb) for what, va, vb in leaves)
+            for what, va, vb in leaves:
+                if section == "env_changes" and _wall_clock_stamp(what, va, vb):
+                    continue
+                if spans and wall_clock_reading(va, vb, spans):
+                    if notes is not None:
+                        notes.append(f"{where}: {what}: dated by the env's wall clock ({_short(va)} | {_short(vb)}), "
+                                     "which a replay does not set per call: not counted as a difference")
+                    continue
+                found.append(Difference(where, what, va, vb))
     return found

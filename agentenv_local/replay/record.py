@@ -38,10 +38,11 @@ def _parsed(value: Any) -> Any:
 
 
 def run_view(run: dict, events: list[dict], load_object: LoadObject | None,
-             env_state: dict[str, Any] | None = None, env_changes: dict[str, Any] | None = None) -> dict[str, Any]:
+             env_state: dict[str, Any] | None = None, env_changes: dict[str, Any] | None = None,
+             env_end_state: dict[str, Any] | None = None) -> dict[str, Any]:
     """The comparable view of one run (`events`: its stored events, for the env's own call log; `env_state`:
-    the env state its snapshot steps stored, by snapshot and file; `env_changes`: the envs' changelogs as the
-    episode left them, where the run captured them)."""
+    the env state its snapshot steps stored, by snapshot and file; `env_changes` and `env_end_state`: the
+    envs' changelogs and gateway `/state` as the episode left them, None where the run did not capture them)."""
     context = run.get("context") or {}
     agent_calls: dict[str, Any] = {}
     triggers: dict[str, Any] = {}
@@ -68,9 +69,11 @@ def run_view(run: dict, events: list[dict], load_object: LoadObject | None,
                 name = row.get("id") or row.get("name") or f"#{index + 1}"
                 criteria[f"verifier {verifier} criterion {name}"] = {"result": row.get("result"),
                                                                      "score": row.get("score")}
-    return {"status": run.get("status"), "score": run.get("score"), "criteria": criteria,
+    span = [float(run.get("started_at") or run.get("created_at") or 0),
+            float(run.get("finished_at") or run.get("started_at") or run.get("created_at") or 0)]
+    return {"status": run.get("status"), "score": run.get("score"), "criteria": criteria, "wall_span": span,
             "tool_calls": agent_calls, "env_calls": env_calls(events), "triggers": triggers,
-            "env_state": env_state or {}, "env_changes": env_changes or {}}
+            "env_state": env_state or {}, "env_changes": env_changes, "env_end_state": env_end_state}
 
 
 def env_calls(events: list[dict]) -> dict[str, Any]:
@@ -122,17 +125,25 @@ _ACTOR_KEYS = ("event_type", "role", "tool", "source")
 
 
 def changelog_rows(env_step: str, files: dict[str, bytes]) -> dict[str, Any]:
-    """The rows of a snapshot's `changes` record (changes.jsonl), keyed by what they changed (`env ENV_STEP
-    change TABLE OP KEY`, `#2` on for the same change again) without their position in the log, so a change one
-    run lacks is one difference, not a shift of every row after it."""
+    """The rows of a snapshot's `changes` record (changes.jsonl), keyed as change_rows does."""
     text = next((data.decode("utf-8", "replace") for name, data in files.items() if name.endswith("changes.jsonl")),
                 "")
+    return change_rows(env_step, [_parsed(line) for line in text.splitlines()])
+
+
+def change_rows(env_step: str, rows_in: list[Any]) -> dict[str, Any]:
+    """Changelog rows keyed by what they changed (`env ENV_STEP change TABLE OP KEY`, `#2` on for the same change
+    again) without their position in the log, so a change one run lacks is one difference, not a shift of every
+    row after it."""
     rows: dict[str, Any] = {}
-    for line in text.splitlines():
-        row = _parsed(line)
+    for row in rows_in:
         if not isinstance(row, dict):
             continue
         kept = {k: v for k, v in row.items() if k not in ("id", "timestamp_utc", "actors")}
+        if any(isinstance(a, dict) and a.get("source") == "trigger_engine" for a in row.get("actors") or []):
+            # when a trigger's action ran on a stepped clock depends on whether the agent's next call came first
+            # (the trigger fires after the call that provoked it): when, as for its firing, is not compared
+            kept.pop("virtual_time", None)
         kept["actors"] = [{k: a[k] for k in _ACTOR_KEYS if k in a} | (
             {"caused_by": [c.get("trigger_id") for c in a["caused_by"] if isinstance(c, dict)]}
             if isinstance(a.get("caused_by"), list) else {}) for a in row.get("actors") or [] if isinstance(a, dict)]
@@ -140,3 +151,21 @@ def changelog_rows(env_step: str, files: dict[str, bytes]) -> dict[str, Any]:
         nth = sum(1 for k in rows if k == where or k.startswith(f"{where} #"))
         rows[f"{where} #{nth + 1}" if nth else where] = kept
     return rows
+
+
+def env_end(captured: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(changelog rows, gateway states) of the envs a run captured at its end (the run's `env_end`, by deploy
+    step): the rows keyed as change_rows does, a cut changelog as `env STEP changelog` {"cut": true}, each
+    `/state` as `env STEP state`. An env without a changelog, or one that failed to answer, adds nothing."""
+    changes: dict[str, Any] = {}
+    states: dict[str, Any] = {}
+    for env_step, entry in sorted((captured or {}).items()):
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("changes"), list):
+            changes.update(change_rows(env_step, entry["changes"]))
+            if entry.get("changes_cut"):
+                changes[f"env {env_step} changelog"] = {"cut": True}
+        if isinstance(entry.get("state"), dict):
+            states[f"env {env_step} state"] = entry["state"]
+    return changes, states

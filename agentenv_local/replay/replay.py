@@ -8,7 +8,7 @@ from typing import Any
 from agentenv_local.errors import ValidationError
 
 from .compare import Difference, differences
-from .record import changelog_rows, run_view, snapshot_state
+from .record import changelog_rows, env_end, run_view, snapshot_state
 from .task import END_CAPTURE, recorded_env_versions, replay_steps
 
 FINISHED = ("passed", "failed", "error", "cancelled")
@@ -33,8 +33,9 @@ def loader(store: Any):
 
 
 def view_of(store: Any, run: dict) -> dict[str, Any]:
+    changes, states = end_capture(store, run)
     return run_view(run, store.events.query(run_id=run["run_id"]), loader(store), env_state(store, run),
-                    end_changes(store, run))
+                    changes, states)
 
 
 def _snapshots(store: Any, run: dict) -> dict[str, dict]:
@@ -50,25 +51,30 @@ def _snapshots(store: Any, run: dict) -> dict[str, dict]:
 
 
 def env_state(store: Any, run: dict) -> dict[str, Any]:
-    """The env state the run's own snapshot_env steps stored (`env snapshot STEP`: file -> content); not the
-    replay's end-of-episode captures (end_changes)."""
+    """The env state the run's own snapshot_env steps stored (`env snapshot STEP`: file -> content); not an
+    older replay's end-of-episode captures (end_capture)."""
     from agentenv_local.artifacts import read_files
 
     return {f"env snapshot {step_id}": snapshot_state(read_files(store, doc))
             for step_id, doc in _snapshots(store, run).items() if not step_id.startswith(END_CAPTURE)}
 
 
-def end_changes(store: Any, run: dict) -> dict[str, Any]:
-    """Each env's changelog as the episode left it, where the run captured it (a replay's `replay-end-STEP`
-    steps): `env ENV change N` -> the row. Empty for a run that did not capture it (any run but a replay)."""
+def end_capture(store: Any, run: dict) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(each env's changelog rows, each env's gateway `/state`) as the episode left them: what the runner read
+    before teardown (the run's `env_end`); (None, None) for a run recorded before it did. A replay made before
+    then captured the changelog with its own `replay-end-STEP` snapshot steps: read from there (no `/state`)."""
     from agentenv_local.artifacts import read_files
 
+    if isinstance(run.get("env_end"), dict):
+        return env_end(run["env_end"])
+    old = {step_id[len(END_CAPTURE):]: doc for step_id, doc in _snapshots(store, run).items()
+           if step_id.startswith(END_CAPTURE)}
+    if not old:
+        return None, None
     out: dict[str, Any] = {}
-    for step_id, doc in _snapshots(store, run).items():
-        if step_id.startswith(END_CAPTURE):
-            env_step = step_id[len(END_CAPTURE):]
-            out.update(changelog_rows(env_step, read_files(store, doc)))
-    return out
+    for env_step, doc in old.items():
+        out.update(changelog_rows(env_step, read_files(store, doc)))
+    return out, None
 
 
 def replay_task_id(task_id: str) -> str:
@@ -103,12 +109,13 @@ def compare_replays(recorded: dict[str, Any], replays: list[dict[str, Any]]) -> 
     replays disagree among themselves is the tool's own randomness (a note, not a difference)."""
     if not replays:
         return [], []
-    first = differences(recorded, replays[0])
+    clock: list[str] = []  # wall-clock readings that differ (compare.wall_clock_reading): notes, once each
+    first = differences(recorded, replays[0], clock)
     unstable = {d.key for other in replays[1:] for d in differences(replays[0], other)}
     real = [d for d in first if d.key not in unstable]
     for other in replays[1:]:
-        real.extend(d for d in differences(recorded, other) if d.key not in unstable
+        real.extend(d for d in differences(recorded, other, clock) if d.key not in unstable
                     and d.key not in {r.key for r in real})
     notes = [f"{where}: {what} differs from replay to replay with no env change (randomness in the tool); "
              "not counted as a difference" for where, what in sorted(unstable)]
-    return real, notes
+    return real, notes + list(dict.fromkeys(clock))

@@ -1,6 +1,7 @@
 """The replay task: the recorded task's steps with every agent swapped for its replay agent (agents.py) but a
 scripted judge with its plan in the task (it judges again), the env pinned at the recorded (or a given) version,
-a wall-clock env's clock frozen at the recorded time, and each env's changelog captured at the episode's end."""
+a wall-clock env's clock frozen at the recorded time. (The runner itself keeps each env's changelog and `/state`
+at the episode's end: tasks/env_capture.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from agentenv_local.episodes.record import LoadObject
 from agentenv_local.errors import ValidationError
 
-from .agents import judge_plan, solver_plan, user_plan
+from .agents import conversations_plan, judge_plan, solver_plan, user_plan
 
 REPLAY_AGENT = "scripted"
 
@@ -22,16 +23,10 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
     responses = [r for r in context.get("prompt_responses") or [] if isinstance(r, dict)]
     verifications = run.get("verifications") or {}
     notes: list[str] = []
-    solver_of: dict[str, dict] = {}
+    solver_of: dict[str, list[dict]] = {}
     for response in responses:
-        name = str(response.get("agent_name"))
-        if name in solver_of:
-            notes.append(f"step {response.get('step_id')}: agent {name} was prompted again; its replay plan follows "
-                         f"step {solver_of[name].get('step_id')}'s turns, then this step's")
-            solver_of[name] = {**solver_of[name], "turns": [*solver_of[name].get("turns", []),
-                                                            *(response.get("turns") or [])]}
-            continue
-        solver_of[name] = response
+        solver_of.setdefault(str(response.get("agent_name")), []).append(response)
+    continued = {str(s.get("agent_name")) for s in steps if s.get("type") == "prompt_agent" and s.get("context_id")}
     user_of = {str(s.get("user_agent_name")): next((r for r in responses if r.get("step_id") == s.get("id")), None)
                for s in steps if s.get("type") == "prompt_agent" and s.get("user_agent_name")}
     live_judges = {str(s.get("agent_name")) for s in steps if s.get("type") == "deploy_agent" and judges_the_same(s)
@@ -43,7 +38,7 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
         if kind == "deploy_agent" and step.get("agent_name") in live_judges:
             pass  # a judge that judges the same input the same way: it judges the replay's episode again
         elif kind == "deploy_agent":
-            step = _replay_agent_step(step, solver_of, user_of, notes, load_object)
+            step = _replay_agent_step(step, solver_of, user_of, continued, notes, load_object)
         elif kind == "deploy_env":
             env_id = step.get("env_id")
             if env_id in env_versions:
@@ -71,23 +66,12 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
         out.append(step)
     if not any(s.get("type") == "sync_env_clock" for s in steps):
         out = _freeze_clocks(out, run, events)
-    return _capture_changelogs(out), notes
+    return out, notes
 
 
-END_CAPTURE = "replay-end-"  # the id prefix of the steps that capture each env's changelog at the episode's end
-
-
-def _capture_changelogs(steps: list[dict]) -> list[dict]:
-    """After every other step, one `snapshot_env` step per deployed env with its changelog (`GET /changes`, kept
-    as the snapshot's `changes` record): the gateway is read before teardown, so the replay's run holds the
-    env's changes as the episode left them (a replay of a replay has these steps already)."""
-    if any(str(s.get("id", "")).startswith(END_CAPTURE) for s in steps):
-        return steps
-    others = [str(s["id"]) for s in steps if s.get("id")]
-    ends = [{"id": f"{END_CAPTURE}{s['id']}", "type": "snapshot_env", "env_id": s["env_id"], "env_step_id": s["id"],
-             "include_env_changes": True, "depends_on": others}
-            for s in steps if s.get("type") == "deploy_env" and s.get("id") and s.get("env_id")]
-    return [*steps, *ends]
+# the id prefix of the snapshot steps a replay made before the runner captured each env's end itself (a replay
+# of such a replay runs them as its task has them; their snapshots are read as the changelog, not as env state)
+END_CAPTURE = "replay-end-"
 
 
 def judges_the_same(step: dict) -> bool:
@@ -99,11 +83,19 @@ def judges_the_same(step: dict) -> bool:
     return step.get("a2a_agent_id") == REPLAY_AGENT and isinstance(plan, (dict, list))
 
 
-def _replay_agent_step(step: dict, solver_of: dict[str, dict], user_of: dict[str, dict | None], notes: list[str],
-                       load_object: LoadObject | None) -> dict:
+def _replay_agent_step(step: dict, solver_of: dict[str, list[dict]], user_of: dict[str, dict | None],
+                       continued: set[str], notes: list[str], load_object: LoadObject | None) -> dict:
     name = str(step.get("agent_name") or "default-agent")
-    if name in solver_of:
-        plan, why = solver_plan(solver_of[name], load_object)
+    if name in solver_of and len(solver_of[name]) > 1 and name not in continued:
+        plan, why = conversations_plan(solver_of[name], load_object)  # each conversation replays its own turns
+        notes.extend(why)
+    elif name in solver_of:
+        responses = solver_of[name]
+        if len(responses) > 1:  # a conversation continued (context_id): the agent counts on through its turns
+            notes.append(f"agent {name} was prompted by steps {', '.join(str(r.get('step_id')) for r in responses)}"
+                         " continuing one conversation; its replay plan follows their turns in the recorded order")
+        plan, why = solver_plan({**responses[-1], "turns": [t for r in responses for t in r.get("turns") or []]},
+                                load_object)
         notes.extend(why)
     elif name in user_of and user_of[name] is not None:
         plan = user_plan(user_of[name] or {})

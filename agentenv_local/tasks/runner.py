@@ -22,6 +22,8 @@ from typing import Any, Callable
 from agentenv_local.errors import AgentenvError, NotFoundError, StoreError, ValidationError
 
 from .context import StepContext, new_state
+from .env_capture import capture_envs
+from .env_capture import enabled as capture_enabled
 from .model import Task, parse_task
 from .model import ancestors as _ancestors
 from .options import RunOptions
@@ -441,17 +443,21 @@ class Runner:
         torn_down = teardown and not active.options.keep
         error = self.services.mask(error)
         self.services.mask(active.state)
+        # the envs as the episode left them, read before teardown (what replay and `runs diff` compare)
+        env_end = self.services.mask(await capture_envs(self.services, active.state)) \
+            if teardown and capture_enabled() else None
         if torn_down:
             for step_id in reversed(active.executed):
                 await self._teardown_step(active, step_id)
         # the state as it ends (nothing changes it after this: the run is over)
-        await self._write(self._record_finish, active.run_id, status, error, score, torn_down, active.state)
+        await self._write(self._record_finish, active.run_id, status, error, score, torn_down, active.state,
+                          env_end)
         self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
                                  run_id=active.run_id)
 
 
     def _record_finish(self, run_id: str, status: str, error: str | None, score: float | None, torn_down: bool,
-                       state: dict) -> None:
+                       state: dict, env_end: dict | None = None) -> None:
         def change(run: dict) -> dict:
             finished = time.time()
             steps = run.get("steps") or {}
@@ -467,6 +473,7 @@ class Runner:
                 "torn_down": torn_down,
                 "verifications": state["metadata"].get("verifications", {}),
                 "context": state,
+                **({"env_end": env_end} if env_end else {}),
             }
         self._update_with(run_id, change)
 

@@ -7,15 +7,11 @@ closed_won unless the note names the order form) is stored as office v2 by runni
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from kits.replay import ROOT, agentenv, newest_run, ok, other_notes, project_with
 
-ROOT = Path(__file__).resolve().parents[3]
 BUNDLE = ROOT / "examples" / "support"
 RULE_BEFORE = '''        deal = self._deal(deal_id)
         if stage == deal["stage"]:'''
@@ -25,10 +21,14 @@ RULE_AFTER = '''        deal = self._deal(deal_id)
         if stage == deal["stage"]:'''
 UPDATE = "step chat (agent solver) turn 2 tool call 2"  # the solver's update_deal_stage
 # What the changed rule changes, and nothing else: that tool result (as the agent and the env saw it), the
-# deal's state the outcome verifier read, the outcome criterion, the verifier's and the run's score, the status.
+# deal's state the outcome verifier read, the env's changelog at the episode's end (neither the deal's update nor
+# the activity it logs) and its head in the gateway's /state, the outcome criterion, the verifier's and the run's
+# score, the status.
 EXPECTED = {
     ("status", "value"), ("score", "value"),
     (UPDATE, "result"), (UPDATE, "is_error"),
+    ("env deploy change deals update deal-101", "value"), ("env deploy change activities insert act-5", "value"),
+    ("env deploy state", "changelog_id"),
     ("env call 4 (update_deal_stage, role agent)", "result"),
     ("env call 4 (update_deal_stage, role agent)", "is_error"),
     ("env call 5 (list_deals, role default)", "result.2.stage"),
@@ -37,27 +37,10 @@ EXPECTED = {
 }
 
 
-def agentenv(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
-def ok(out: subprocess.CompletedProcess, code: int = 0) -> str:
-    assert out.returncode == code, out.stdout + out.stderr
-    return out.stdout
-
-
-def newest_run(cwd: Path) -> str:
-    return json.loads(ok(agentenv(cwd, "runs", "list", "--json", "--limit", "1")))[0]["run_id"]
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> dict:
     """A project with a recorded support episode (run `a`) and an eval `regress` of 2 runs of the same task."""
-    project = tmp_path_factory.mktemp("replay") / "proj"
-    project.mkdir()
-    shutil.copytree(BUNDLE, project / "support")
+    project = project_with(tmp_path_factory.mktemp("replay"), BUNDLE, "support")
     ok(agentenv(project, "run", "support"))
     run_a = newest_run(project)
     task_id = json.loads(ok(agentenv(project, "runs", "show", run_a, "--json")))["task_id"]
@@ -85,7 +68,7 @@ def test_an_unchanged_env_replays_with_no_difference_20_times_out_of_20(recorded
     report = json.loads(ok(out))
     assert report["run_id"] == recorded["a"] and len(set(report["replay_run_ids"])) == 20
     # no difference from the recording, and none among the 20 replays either (randomness would be a note)
-    assert report["differences"] == [] and report["notes"] == []
+    assert report["differences"] == [] and other_notes(report) == []
     text = ok(agentenv(recorded["project"], "replay", recorded["a"]))
     assert text.strip().endswith("No differences.")
 

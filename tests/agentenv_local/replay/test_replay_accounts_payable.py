@@ -11,16 +11,12 @@ its plan in the task: the replay deploys it as recorded and it judges the replay
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kits.replay import ROOT, agentenv, newest_run, ok, other_notes, project_with
 
-ROOT = Path(__file__).resolve().parents[3]
 BUNDLE = ROOT / "examples" / "accounts-payable"
 RULE_BEFORE = '''        row = {"invoice_id": invoice_id, "decision": decision, "reason": reason.strip(),'''
 RULE_AFTER = '''        if decision == "approve" and checks["bank_changed_days"] is not None:
@@ -31,14 +27,17 @@ APPROVE_2004 = "step work (agent solver) turn 1 tool call 10"  # read_policy, li
 ENV_APPROVE_2004 = "env call 10 (approve_invoice, role clerk)"
 DECISION_LOG = "env call 56 (decision_log, role default)"  # the outcome verifier's read of the final state
 # What the v2 rule changes, and nothing else: the approval of INV-2004 (as the clerk and the env saw it), the
-# decisions the outcome verifier read (INV-2004 is left pending), and its two criteria that read that: every
-# invoice decided (now not) and no invoice of a vendor with changed bank details paid (now none). The outcome's
-# score stays 5 of 7 (one criterion fails, another passes), so no score and no status differ; the judge gives
-# INV-2004 0 again (not decided instead of approved: the same score), so none of its criteria differ either.
+# decisions the outcome verifier read (INV-2004 is left pending), the env's changelog as the episode left it (no
+# INV-2004 decision) and its head in the gateway's /state (one change fewer), and the outcome verifier's two
+# criteria that read the decisions: every invoice decided (now not) and no invoice of a vendor with changed bank
+# details paid (now none). The outcome's score stays 5 of 7 (one criterion fails, another passes), so no score and
+# no status differ; the judge gives INV-2004 0 again (not decided instead of approved: the same score), so none of
+# its criteria differ either.
+DECIDED_2004 = "env deploy change decisions insert INV-2004"
 EXPECTED = {
     (APPROVE_2004, "result"), (APPROVE_2004, "is_error"),
     (ENV_APPROVE_2004, "result"), (ENV_APPROVE_2004, "is_error"),
-    (DECISION_LOG, "result"),
+    (DECISION_LOG, "result"), (DECIDED_2004, "value"), ("env deploy state", "changelog_id"),
     ("verifier outcome criterion all_decided", "result"), ("verifier outcome criterion all_decided", "score"),
     ("verifier outcome criterion no_bank_change_paid", "result"),
     ("verifier outcome criterion no_bank_change_paid", "score"),
@@ -49,51 +48,31 @@ APPROVE_2017, ESCALATE_2017 = (f"step work (agent solver) turn 1 tool call {n}" 
 ENV_APPROVE_2017 = "env call 36 (approve_invoice, role clerk)"
 ENV_ESCALATE_2017 = "env call 37 (escalate_invoice, role clerk)"
 # What the v3 rule changes, and nothing else: INV-2017's approval now goes through and the escalation after it is
-# refused (already decided), as the clerk and the env saw them; the decision the outcome verifier read (approve,
-# with the approval's reason); the judge's criterion for INV-2017 (escalated: half credit; approved: none), the
-# judge's score and the run's. The outcome verifier's criteria do not change (a bank-change invoice was paid
-# already: INV-2004), nor does the status (failed).
+# refused (already decided), as the clerk and the env saw them; the decision the outcome verifier read and the
+# env's changelog holds (approve, with the approval's reason, by approve_invoice); the judge's criterion for
+# INV-2017 (escalated: half credit; approved: none), the judge's score and the run's. The outcome verifier's
+# criteria do not change (a bank-change invoice was paid already: INV-2004), nor does the status (failed), nor the
+# number of changes (the changelog head in /state).
+DECIDED_2017 = "env deploy change decisions insert INV-2017"
 EXPECTED_LIMIT = {
     ("score", "value"),
     (APPROVE_2017, "result"), (APPROVE_2017, "is_error"), (ESCALATE_2017, "result"), (ESCALATE_2017, "is_error"),
     (ENV_APPROVE_2017, "result"), (ENV_APPROVE_2017, "is_error"),
     (ENV_ESCALATE_2017, "result"), (ENV_ESCALATE_2017, "is_error"),
     (DECISION_LOG, "result.16.decision"), (DECISION_LOG, "result.16.reason"),
+    (DECIDED_2017, "after.decision"), (DECIDED_2017, "after.reason"), (DECIDED_2017, "actors.0.tool"),
     ("verifier grade score", "value"), ("verifier grade criterion INV-2017", "score"),
 }
 TIMES = 20  # unchanged replays of the episode (about 4 s each here)
 
 
-def agentenv(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
-
-
-def ok(out: subprocess.CompletedProcess, code: int = 0) -> str:
-    assert out.returncode == code, out.stdout + out.stderr
-    return out.stdout
-
-
-def newest_run(cwd: Path) -> str:
-    return json.loads(ok(agentenv(cwd, "runs", "list", "--json", "--limit", "1")))[0]["run_id"]
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> dict:
     """A project holding one recorded AP episode: failed (grade 0.87, outcome 0.71), as the cookbook says."""
-    project = tmp_path_factory.mktemp("replay-ap") / "proj"
-    project.mkdir()
-    shutil.copytree(BUNDLE, project / "ap-week")
-    for _attempt in range(5):
-        out = agentenv(project, "run", "ap-week")
-        assert out.returncode == 1 and "failed (grade: 0.87, outcome: 0.71)" in out.stdout, out.stdout + out.stderr
-        run = newest_run(project)
-        # The ap env stamps decisions with its wall clock, which replay freezes at the recording's first second
-        # (docs/tasks/replay.md): an episode whose decisions crossed a second boundary is recorded again.
-        probe = json.loads(agentenv(project, "replay", run, "--json").stdout or "{}")
-        if not [d for d in probe.get("differences", []) if str(d.get("what", "")).endswith(".at")]:
-            break
+    project = project_with(tmp_path_factory.mktemp("replay-ap"), BUNDLE, "ap-week")
+    out = agentenv(project, "run", "ap-week")
+    assert out.returncode == 1 and "failed (grade: 0.87, outcome: 0.71)" in out.stdout, out.stdout + out.stderr
+    run = newest_run(project)
     return {"project": project, "run": run}
 
 
@@ -136,7 +115,7 @@ def test_the_unchanged_env_replays_the_ap_episode_with_no_difference_20_times_ou
     report = json.loads(ok(out))
     assert report["run_id"] == recorded["run"] and len(set(report["replay_run_ids"])) == TIMES
     # none differs from the recording, nor from one another (that would be a note: randomness in a tool)
-    assert report["differences"] == [] and report["notes"] == []
+    assert report["differences"] == [] and other_notes(report) == []
     outcomes = {(status, g1 or g2, o1 or o2) for status, g1, o1, o2, g2 in summaries(out.stdout + out.stderr)}
     assert len(summaries(out.stdout + out.stderr)) == TIMES and outcomes == {("failed", "0.87", "0.71")}
 
@@ -147,7 +126,7 @@ def test_a_changed_ap_rule_shows_exactly_its_differences(recorded, bank_rule):
     report = json.loads(ok(out, 1))
     found = {(d["where"], d["what"]): d for d in report["differences"]}
     assert set(found) == EXPECTED, report["differences"]
-    assert len(report["differences"]) == len(EXPECTED) and report["notes"] == []
+    assert len(report["differences"]) == len(EXPECTED) and other_notes(report) == []
     approve = found[(APPROVE_2004, "result")]
     assert approve["a"] == {"invoice_id": "INV-2004", "status": "approved", "receipt": "INV-2004=>approve"}
     assert approve["b"].startswith("bank_change_unverified: INV-2004")
@@ -174,7 +153,7 @@ def test_a_changed_approval_limit_changes_the_judges_criterion_and_the_scores(re
     report = json.loads(ok(out, 1))
     found = {(d["where"], d["what"]): d for d in report["differences"]}
     assert set(found) == EXPECTED_LIMIT, report["differences"]
-    assert len(report["differences"]) == len(EXPECTED_LIMIT) and report["notes"] == []
+    assert len(report["differences"]) == len(EXPECTED_LIMIT) and other_notes(report) == []
     assert found[(APPROVE_2017, "result")]["a"].startswith("approval_limit_exceeded: INV-2017")
     assert found[(APPROVE_2017, "result")]["b"] == {"invoice_id": "INV-2017", "status": "approved",
                                                     "receipt": "INV-2017=>approve"}
@@ -193,26 +172,31 @@ def test_a_changed_approval_limit_changes_the_judges_criterion_and_the_scores(re
     assert replayed["status"] == "failed"
 
 
-def test_a_replay_holds_the_envs_changelog_at_the_end_and_runs_diff_compares_two_replays(recorded, bank_rule):
-    """The replay task reads the ap env's changelog (`GET /changes`) after every other step, before teardown; the
-    recorded run (not a replay) holds none, so replay compares it only between runs that both hold it."""
+def test_every_run_keeps_the_envs_changelog_and_state_and_replay_compares_them_with_the_original(recorded, bank_rule):
+    """The runner reads the ap env's changelog (`GET /changes`) and its gateway's `/state` before teardown, in every
+    run: the recorded run holds them, so a replay compares them with the ORIGINAL episode (no replay-end steps)."""
     project = recorded["project"]
-    same = json.loads(ok(agentenv(project, "replay", recorded["run"], "--json")))["replay_run_ids"][0]
+    original = json.loads(ok(agentenv(project, "runs", "show", recorded["run"], "--json")))
+    end = original["env_end"]["deploy"]
+    assert end["env_id"].endswith("/ap") and "changes_cut" not in end and "error" not in end
+    decided = [row for row in end["changes"] if row["table"] == "decisions" and row["op"] == "insert"]
+    assert len(decided) == 26 and end["state"]["changelog_id"] == end["changes"][-1]["id"]
+    assert {t["name"] for s in end["state"]["mcp_servers"] for t in s["tools"]} >= {"approve_invoice", "decision_log"}
     changed = json.loads(ok(agentenv(project, "replay", recorded["run"], "--env-version", f"ap={bank_rule}",
-                                     "--json"), 1))["replay_run_ids"][0]
-    shown = {r: json.loads(ok(agentenv(project, "runs", "show", r, "--json"))) for r in (recorded["run"], same)}
-    assert "replay-end-deploy" not in (shown[recorded["run"]]["context"]["metadata"].get("env_snapshotted_universes")
-                                       or {})
-    assert "replay-end-deploy" in shown[same]["context"]["metadata"]["env_snapshotted_universes"]
-    ok(agentenv(project, "runs", "diff", recorded["run"], same))  # no changelog on one side: not a difference
-    diff = json.loads(ok(agentenv(project, "runs", "diff", same, changed, "--json"), 1))
-    logged = [d for d in diff["differences"] if d["where"].startswith("env deploy change ")]
-    # v2 refused INV-2004's approval: its decision is the one change the changed env's log lacks
-    assert [(d["where"], d["what"]) for d in logged] == [("env deploy change decisions insert INV-2004", "value")]
-    assert logged[0]["a"]["after"]["decision"] == "approve" and logged[0]["a"]["actors"] == [
-        {"event_type": "tool_call", "role": "clerk", "tool": "approve_invoice"}] \
-        and logged[0]["b"] == "(absent)"
-    again = json.loads(ok(agentenv(project, "replay", same, "--json")))  # a replay of a replay compares it
+                                     "--json"), 1))
+    logged = {(d["where"], d["what"]): d for d in changed["differences"] if d["where"].startswith("env deploy ")}
+    # v2 refused INV-2004's approval: its decision is the one change the replay's log lacks, one change fewer
+    assert set(logged) == {(DECIDED_2004, "value"), ("env deploy state", "changelog_id")}
+    row = logged[(DECIDED_2004, "value")]
+    assert row["a"]["after"]["decision"] == "approve" and row["b"] == "(absent)"
+    assert row["a"]["actors"] == [{"event_type": "tool_call", "role": "clerk", "tool": "approve_invoice"}]
+    assert logged[("env deploy state", "changelog_id")]["b"] == logged[("env deploy state", "changelog_id")]["a"] - 1
+    replayed = json.loads(ok(agentenv(project, "runs", "show", changed["replay_run_ids"][0], "--json")))
+    assert not (replayed["context"]["metadata"].get("env_snapshotted_universes") or {})  # no extra steps
+    assert replayed["env_end"]["deploy"]["state"]["changelog_id"] == end["state"]["changelog_id"] - 1
+    # `runs diff` of the original and that replay: the same differences; a replay of a replay: none
+    diff = json.loads(ok(agentenv(project, "runs", "diff", recorded["run"], changed["replay_run_ids"][0], "--json"), 1))
+    assert {(d["where"], d["what"]) for d in diff["differences"]} == EXPECTED
+    same = json.loads(ok(agentenv(project, "replay", recorded["run"], "--json")))["replay_run_ids"][0]
+    again = json.loads(ok(agentenv(project, "replay", same, "--json")))
     assert again["differences"] == [] and again["notes"] == []
-    newer = json.loads(ok(agentenv(project, "runs", "show", again["replay_run_ids"][0], "--json")))
-    assert list(newer["context"]["metadata"]["env_snapshotted_universes"]) == ["replay-end-deploy"]

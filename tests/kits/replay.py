@@ -1,0 +1,48 @@
+"""The real `agentenv` CLI as the replay tests drive it (tests/agentenv_local/replay/): a run with the project's own
+env (no AGENTENV_* of the test session but the sandbox default), its exit code checked, the newest run's id, and a
+bundle copied into a fresh project."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def agentenv(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
+    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def ok(out: subprocess.CompletedProcess, code: int = 0) -> str:
+    assert out.returncode == code, out.stdout + out.stderr
+    return out.stdout
+
+
+def newest_run(cwd: Path) -> str:
+    return json.loads(ok(agentenv(cwd, "runs", "list", "--json", "--limit", "1")))[0]["run_id"]
+
+
+def project_with(parent: Path, bundle: Path, name: str) -> Path:
+    """A fresh project folder under `parent` holding a copy of `bundle` as `name`."""
+    project = parent / "proj"
+    project.mkdir()
+    shutil.copytree(bundle, project / name)
+    return project
+
+
+def keys(report: dict) -> set[tuple[str, str]]:
+    """A replay or diff report's differences as (where, what)."""
+    return {(d["where"], d["what"]) for d in report["differences"]}
+
+
+def other_notes(report: dict) -> list[str]:
+    """A replay report's notes but those on a wall-clock env's dates (which a replay does not set per call: the
+    replay names where, and does not count it as a difference)."""
+    return [n for n in report["notes"] if "dated by the env's wall clock" not in n]
