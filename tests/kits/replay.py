@@ -14,8 +14,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def agentenv(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def agentenv(cwd: Path, *args: str, timeout: float = 900, extra_env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
+    env.update(extra_env or {})
     return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
