@@ -104,8 +104,8 @@ class AgentImages:
         self.counting = counting
         self.refs: dict[str, str] = {}
 
-    def __call__(self, agent: str, binary: str) -> str:
-        cli_path(agent, binary)
+    def __call__(self, agent: str, binary: str, *, venv: bool = False) -> str:
+        cli_path(agent if not venv else "openhands-venv", binary, venv=venv)
         if agent not in self.refs:
             # the runtime image of now: an older one may be gone (a build after a source change replaces it)
             self.counting.runtime = ""
@@ -135,10 +135,10 @@ def test_the_image_tag_follows_its_inputs(cli_agent_images: dict[str, str]) -> N
     assert cli_agent_images["claude-code"].startswith("localhost/agentenv/agent-claude-code:")
 
 
-def test_openhands_has_no_image_and_says_so() -> None:
+def test_an_agent_without_an_image_says_which_have_one() -> None:
     with pytest.raises(cli_image.AgentImageError) as err:
-        cli_image.cli_cache("openhands")
-    assert "Python 3.12" in (err.value.hint or "")
+        cli_image.cli_cache("tool-loop")
+    assert "openhands" in (err.value.hint or "") and "claude-code" in (err.value.hint or "")
 
 
 def test_deploy_agent_of_claude_code_with_sandbox_type_podman_runs_in_its_image(cli_agent_images: dict[str, str],
@@ -269,4 +269,31 @@ def test_pi_in_podman_calls_an_office_tool_through_our_extension(agent_images: A
         "/v1/chat/completions", solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
     assert responder.called == ["office_search_emails"]
     assert offered and all("office_purge_mailbox" not in names for names in offered)
+    in_podman(tmp_path / "proj", ("ANTHROPIC_",))
+
+
+# --- openhands: its own Python 3.12 and tmux in the image (cli_image.py) ---------------------------------------------
+
+def openhands_model(server: FakeModelServer) -> dict[str, str]:
+    return {"api": "openai", "base_url": server.base_url, "default": "fake-model"}
+
+
+def test_openhands_smoke_runs_in_podman(agent_images: AgentImages, tmp_path: Path) -> None:
+    agent_images("openhands", "openhands", venv=True)
+    bundle = smoke_bundle_of(tmp_path, "openhands")
+    trajectory = run_reference_smoke(bundle, "openhands", ShellResponder(), openhands_model, ("ANTHROPIC_",),
+                                     run_args=PODMAN)
+    in_podman(bundle.parent / "proj", ("ANTHROPIC_",))
+    assert [(c["name"], c["args"]["command"], c["result"].strip()) for c in tool_calls(trajectory)] == \
+        [("terminal", COMMAND, "42")]
+
+
+def test_openhands_in_podman_calls_an_office_tool_through_the_gateway(agent_images: AgentImages,
+                                                                     tmp_path: Path) -> None:
+    agent_images("openhands", "openhands", venv=True)
+    responder = ShellResponder(mcp_tool="search_emails", mcp_args={"query": "acme pricing", "security_risk": "LOW"})
+    offered = run_office_task(tmp_path, "openhands", responder, openhands_model, ("ANTHROPIC_",),
+                              "/v1/chat/completions", solver={"sandbox_type": "podman", "ready_timeout_seconds": 120})
+    assert len(responder.called) == 1 and responder.called[0].endswith("search_emails"), responder.called
+    assert offered and all(not any(n.endswith("purge_mailbox") for n in names) for names in offered)
     in_podman(tmp_path / "proj", ("ANTHROPIC_",))

@@ -15,6 +15,14 @@ measured build times).
 
 The tag is a digest of the runtime image's ref, the node binary, the CLI's lock file and this recipe: an
 unchanged input finds its image and builds nothing; a changed one builds a new tag.
+
+OpenHands is a Python 3.12 venv (.cache/agent-clis/openhands-venv) and the runtime image's Python is Debian
+bookworm's 3.11, so its image carries instead the venv's own Python (the prefix its pyvenv.cfg names, a build of
+this machine against the same bookworm libraries) and the venv, each at the absolute path it has here (the
+interpreter's RUNPATH and the venv's scripts name those paths), plus this machine's tmux (OpenHands' terminal
+tool runs commands in tmux) with its libraries beyond glibc; `openhands` is linked into /usr/local/bin (the
+venv's bin stays off PATH: the agent's own `python` is the runtime's). Its digest covers the interpreter, the
+venv's installed distributions, tmux and the recipe.
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ CLI_CACHE = PROJECT_ROOT / ".cache" / "agent-clis"  # what scripts/setup-agent-c
 CLI_ROOT = "/opt/agent-clis"
 IMAGE_REPO = "localhost/agentenv"  # where a provider's build_image tags NAME:VERSION
 NODE_LIBS = "/usr/local/lib/agentenv-node"
-# The CLIs an image can carry: agent name -> (setup cache folder, executable). OpenHands is a Python 3.12
-# venv, which the Python 3.11 base image cannot run, so it has no image.
+# The npm CLIs an image can carry: agent name -> (setup cache folder, executable). OpenHands (a Python 3.12 venv)
+# has an image of its own recipe (OPENHANDS_CONTAINERFILE).
 CLI_BINARIES: dict[str, tuple[str, str]] = {
     "claude-code": ("claude-code", "claude"),
     "codex": ("codex", "codex"),
@@ -46,7 +54,10 @@ CLI_BINARIES: dict[str, tuple[str, str]] = {
     "opencode": ("opencode", "opencode"),
     "pi": ("pi", "pi"),
 }
-CLI_AGENTS = (*CLI_BINARIES, "openhands")  # every coding-CLI agent: openhands to say it has no image
+OPENHANDS = "openhands"
+OPENHANDS_VENV = "openhands-venv"  # its setup cache folder (a venv: bin/openhands)
+CLI_AGENTS = (*CLI_BINARIES, OPENHANDS)  # every coding-CLI agent
+TMUX_LIBS = "/usr/local/lib/agentenv-tmux"
 # glibc's own libraries: the image's glibc serves them (the host's must be no newer than the image's).
 _GLIBC = ("libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-linux", "linux-vdso")
 
@@ -65,9 +76,51 @@ ENV PATH={CLI_ROOT}/@CLI@/node_modules/.bin:{_RUNTIME_PATH}
 """
 
 
+OPENHANDS_CONTAINERFILE = f"""\
+ARG RUNTIME
+FROM ${{RUNTIME}}
+COPY python/ @PYTHON@/
+COPY venv/ @VENV@/
+COPY tmux/ {TMUX_LIBS}/
+RUN mv {TMUX_LIBS}/tmux /usr/local/bin/tmux \\
+ && echo {TMUX_LIBS} > /etc/ld.so.conf.d/agentenv-tmux.conf && ldconfig \\
+ && tmux -V \\
+ && ln -s @VENV@/bin/openhands /usr/local/bin/openhands \\
+ && HOME=/tmp OPENHANDS_SUPPRESS_BANNER=1 openhands --version
+"""
+
+
 def containerfile(agent: str) -> str:
     """The recipe of `agent`'s image (its folder and executable written in: ARGs end at FROM)."""
+    if agent == OPENHANDS:
+        python, venv = openhands_paths()
+        return OPENHANDS_CONTAINERFILE.replace("@PYTHON@", str(python)).replace("@VENV@", str(venv))
     return CONTAINERFILE.replace("@CLI@", agent).replace("@BINARY@", CLI_BINARIES[agent][1])
+
+
+def openhands_paths() -> tuple[Path, Path]:
+    """(the Python prefix OpenHands' venv runs on, the venv), as on this machine; one clear error without them."""
+    venv = CLI_CACHE / OPENHANDS_VENV
+    cfg = venv / "pyvenv.cfg"
+    if not (venv / "bin" / "openhands").exists() or not cfg.is_file():
+        raise AgentImageError(f"the openhands CLI is not in the setup cache ({venv})",
+                              hint="run scripts/setup-agent-clis.sh (it makes a Python 3.12 venv with openhands)")
+    home = next((line.split("=", 1)[1].strip() for line in cfg.read_text().splitlines()
+                 if line.split("=", 1)[0].strip() == "home"), "")
+    prefix = Path(home).parent if home else Path()
+    if not home or not (prefix / "lib").is_dir():
+        raise AgentImageError(f"the Python of {venv} ({home or 'no home in pyvenv.cfg'}) is not on this machine",
+                              hint="run scripts/setup-agent-clis.sh again")
+    return prefix, venv
+
+
+def _binary_with_libraries(name: str) -> tuple[Path, list[Path]]:
+    found = shutil.which(name)
+    if not found:
+        raise AgentImageError(f"no `{name}` on this machine to put in the CLI-agent image",
+                              hint=f"install {name} (apt-get install {name})")
+    binary = Path(found).resolve()
+    return binary, node_libraries(binary)
 
 
 class AgentImageError(AgentenvError):
@@ -76,10 +129,10 @@ class AgentImageError(AgentenvError):
 
 def cli_cache(agent: str) -> Path:
     """The setup cache folder of `agent`'s CLI; one clear error when it has no image or no install."""
+    if agent == OPENHANDS:
+        return openhands_paths()[1]
     if agent not in CLI_BINARIES:
-        raise AgentImageError(f"no CLI-agent image for {agent!r}",
-                              hint="one of: " + ", ".join(CLI_BINARIES) + " (openhands needs Python 3.12, "
-                                   "which the base image lacks: run it on the host)")
+        raise AgentImageError(f"no CLI-agent image for {agent!r}", hint="one of: " + ", ".join(CLI_AGENTS))
     folder, binary = CLI_BINARIES[agent]
     path = CLI_CACHE / folder
     if not (path / "node_modules" / ".bin" / binary).exists():
@@ -113,14 +166,22 @@ def node_libraries(node: Path) -> list[Path]:
 
 def agent_digest(agent: str, runtime_ref: str) -> str:
     cache = cli_cache(agent)
-    node = node_binary()
     h = hashlib.sha256()
     h.update(f"agent\0{agent}\0runtime\0{runtime_ref}\0containerfile\0{containerfile(agent)}\0".encode())
-    for lock in (cache / "package.json", cache / "node_modules" / ".package-lock.json"):
-        h.update(f"file\0{lock.name}\0".encode() + (lock.read_bytes() if lock.is_file() else b""))
-    with node.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    if agent == OPENHANDS:  # the interpreter, the venv's distributions (name-version.dist-info) and tmux
+        python, venv = openhands_paths()
+        installed = sorted(p.name for p in venv.glob("lib/python*/site-packages/*.dist-info"))
+        h.update(("\0".join(installed) + "\0").encode())
+        binaries = [python / "lib" / "libpython3.12.so.1.0", _binary_with_libraries("tmux")[0]]
+    else:
+        for lock in (cache / "package.json", cache / "node_modules" / ".package-lock.json"):
+            h.update(f"file\0{lock.name}\0".encode() + (lock.read_bytes() if lock.is_file() else b""))
+        binaries = [node_binary()]
+    for binary in binaries:
+        if binary.is_file():
+            with binary.open("rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
     return h.hexdigest()
 
 
@@ -128,7 +189,7 @@ def agent_image_name(agent: str) -> str:
     return f"agent-{agent}"
 
 
-def _copy_tree(source: Path, into: Path) -> None:
+def _copy_tree(source: Path, into: Path, ignore: tuple[str, ...] = ()) -> None:
     """Hard links where the file system allows (the cache is hundreds of MB), copies elsewhere."""
     def link_or_copy(src: str, dst: str) -> object:
         try:
@@ -138,7 +199,7 @@ def _copy_tree(source: Path, into: Path) -> None:
             return shutil.copy2(src, dst)
 
     shutil.copytree(source, into, symlinks=True, copy_function=link_or_copy,
-                    ignore=shutil.ignore_patterns(".install-stats"))
+                    ignore=shutil.ignore_patterns(".install-stats", *ignore))
 
 
 def _images(provider: Any, attempts: int = 3) -> list[dict[str, Any]]:
@@ -174,16 +235,20 @@ def _ensure(provider: Any, agent: str, on_line: Callable[[str], None] | None) ->
     if any(ref in (row.get("tags") or []) for row in _images(provider)):
         return ref
     say = on_line or (lambda _line: None)
-    say(f"building the CLI-agent image {name}:{version} (Node and the {agent} CLI on the env runtime; once per change)")
-    node = node_binary()
+    what = "Python 3.12, tmux and" if agent == OPENHANDS else "Node and"
+    say(f"building the CLI-agent image {name}:{version} ({what} the {agent} CLI on the env runtime; once per change)")
     # The context beside the cache, so its hundreds of MB are hard links rather than copies.
     with tempfile.TemporaryDirectory(prefix=".image-", dir=cache.parent.parent) as tmp:
         context = Path(tmp)
-        (context / "node").mkdir()
-        shutil.copy2(node, context / "node" / "node")
-        for lib in node_libraries(node):
-            shutil.copy2(lib, context / "node" / lib.name)
-        _copy_tree(cache, context / "cli")
+        if agent == OPENHANDS:
+            _openhands_context(context)
+        else:
+            node = node_binary()
+            (context / "node").mkdir()
+            shutil.copy2(node, context / "node" / "node")
+            for lib in node_libraries(node):
+                shutil.copy2(lib, context / "node" / lib.name)
+            _copy_tree(cache, context / "cli")
         (context / "Containerfile").write_text(containerfile(agent))
         try:
             built = provider.build_image(name, version, context, build_args={"RUNTIME": runtime}, on_line=on_line)
@@ -192,3 +257,15 @@ def _ensure(provider: Any, agent: str, on_line: Callable[[str], None] | None) ->
                                   problems=getattr(exc, "problems", None),
                                   hint="see the build's output above") from exc
     return str(built["ref"])
+
+
+def _openhands_context(context: Path) -> None:
+    """The build context of OpenHands' image: its Python prefix (no test suite), the venv and tmux."""
+    python, venv = openhands_paths()
+    _copy_tree(python, context / "python", ignore=("test", "idle_test", "tkinter", "turtledemo"))
+    _copy_tree(venv, context / "venv")
+    tmux, libraries = _binary_with_libraries("tmux")
+    (context / "tmux").mkdir()
+    shutil.copy2(tmux, context / "tmux" / "tmux")
+    for lib in libraries:
+        shutil.copy2(lib, context / "tmux" / lib.name)
