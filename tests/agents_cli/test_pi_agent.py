@@ -186,3 +186,32 @@ def test_the_model_endpoints_headers_reach_the_model_through_the_proxy(smoke_bun
     assert seen and set(seen) == {"team-secret-header-value"}, seen
     _, shown = stored_run(project, DROP)
     assert "team-secret-header-value" not in shown
+
+
+def test_our_extension_sends_the_headers_reports_tool_errors_and_skips_a_server_it_cannot_list(
+        workdir: Path, echo_mcp_url: str) -> None:
+    """pi_mcp.js against the echo env: its tools carry the registration's headers (whoami sees the role), an MCP
+    error result is a failed tool call, and an unreachable server is left out without failing the turn."""
+    cli_path("pi", "pi")
+    agent = PiAgent()
+    calls = iter([("echo_whoami", {}), ("echo_fail", {"code": "nope"})])
+
+    def responder(request: RecordedRequest) -> Reply:
+        if not any(t["name"] == "echo_whoami" for t in request.tools):
+            return Reply(text="ok")  # not a turn offering the extension's tools
+        step = next(calls, None)
+        return Reply.tool_call(*step) if step else Reply(text="DONE")
+
+    servers = {"echo": {"url": echo_mcp_url, "headers": {"AgentEnv-Role": "tester"}},
+               "gone": {"url": "http://127.0.0.1:9/mcp"}}
+    with FakeModelServer(api_key=MODEL_KEY, responder=responder) as server:
+        req = turn_request(agent, "Who am I? Then fail.", "ctx-x", "t-x", mcp=servers, **model_config(server, workdir))
+        result = asyncio.run(agent.run(req))
+        offered = [r.tool_names for r in server.requests if r.tools]
+    assert result.error is None, (result, req.trajectory.events())
+    assert offered and all(not any(n.startswith("gone_") for n in names) for names in offered)
+    whoami, fail = [e for e in req.trajectory.events() if e["type"] == "tool_call"]
+    assert (whoami["server"], whoami["tool"], whoami["is_error"]) == ("echo", "whoami", False)
+    assert json.loads(whoami["result"])["role"] == "tester", whoami["result"]
+    assert (fail["server"], fail["tool"], fail["is_error"]) == ("echo", "fail", True)
+    assert "this tool always fails" in fail["result"], fail["result"]
