@@ -8,8 +8,9 @@ on it goes through a `faults.Guard`, so a full disk or a damaged file is one cle
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import duckdb
 
@@ -19,16 +20,23 @@ from . import faults
 from .documents import DocumentStore, RecordStore
 from .events import EventLog
 from .migrations import TABLES, apply_migrations
+from .object_api import ObjectStoreBase
 from .objects import ObjectStore
 from .runs import RunStore
 from .writer import StoreWriter
 
+# Builds an object store over the project's connection, lock and objects folder (`ObjectStoreBase.open` with
+# its settings bound): what the hub passes for `[store] objects`.
+ObjectStoreFactory = Callable[[duckdb.DuckDBPyConnection, threading.RLock, Path], Any]
+
 
 class DuckDBStore:
     """The registry's storage: documents, records, runs + journal, events, objects; `writer` runs
-    writes on a thread of their own (stores/writer.py)."""
+    writes on a thread of their own (stores/writer.py). `objects` builds the object store (default: the
+    built-in `ObjectStore`)."""
 
-    def __init__(self, db_path: Path, objects_root: Path, flush_interval: float = 0.2):
+    def __init__(self, db_path: Path, objects_root: Path, flush_interval: float = 0.2,
+                 objects: ObjectStoreFactory | None = None):
         self.db_path = Path(db_path)
         if printable(str(self.db_path)) != str(self.db_path):  # DuckDB cannot open such a path at all
             raise StoreError(f"the store's path {printable(str(self.db_path))} is not valid UTF-8",
@@ -51,13 +59,19 @@ class DuckDBStore:
             self.records = RecordStore(self._con, self._lock)
             self.runs = RunStore(self._con, self._lock)
             self.events = EventLog(self._con, self._lock, flush_interval=flush_interval)
+            self.objects_root = Path(objects_root)
+            self.objects: ObjectStoreBase = self.open_objects(objects) if objects else ObjectStore(
+                self._con, self._lock, self.objects_root)
         except BaseException:
             self._raw.close()
             raise
-        self.objects = ObjectStore(self._con, self._lock, objects_root)
         # The runner's run updates and journal appends, off the hub's event loop and batched.
         self.writer = StoreWriter(self._con, self._lock)
         self._closed = False
+
+    def open_objects(self, factory: ObjectStoreFactory) -> ObjectStoreBase:
+        """Another object store over this project's key maps (`agentenv store migrate-objects` copies into it)."""
+        return cast(ObjectStoreBase, factory(self._con, self._lock, self.objects_root))
 
     @property
     def failure(self) -> StoreError | None:

@@ -9,23 +9,29 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from agentenv_local.errors import ConflictError, NotFoundError
 
-
-def _check_key(key: str) -> None:
-    parts = key.split("/")
-    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"bad object key {key!r}: use relative slash-separated names without '..'")
+from .object_api import ObjectStoreBase, check_key
 
 
-class ObjectStore:
+class ObjectStore(ObjectStoreBase):
+    """The built-in object store (`[store] objects = "local"`, the default): blobs in the project."""
+
+    @classmethod
+    def open(cls, con: duckdb.DuckDBPyConnection, lock: threading.RLock, root: Path,
+             settings: Mapping[str, Any]) -> ObjectStore:
+        return cls(con, lock, root)
+
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock, root: Path):
         self._con = con
         self._lock = lock
@@ -36,7 +42,7 @@ class ObjectStore:
         return self.root / "sha256" / sha256[:2] / sha256[2:]
 
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> dict:
-        _check_key(key)
+        check_key(key)
         sha = hashlib.sha256(data).hexdigest()
         existing = self.metadata(key)
         if existing is not None:
@@ -107,3 +113,15 @@ class ObjectStore:
                 [prefix],
             ).fetchall()
         return [dict(zip(("key", "sha256", "size", "content_type", "created_at"), r)) for r in rows]
+
+    def purge(self) -> dict:
+        """Forget every key and remove every blob of this project's own objects folder."""
+        with self._lock:
+            keys, size = self._con.execute("SELECT count(*), coalesce(sum(size), 0) FROM objects").fetchone() or (0, 0)
+            blobs = self.root / "sha256"
+            files = sum(1 for p in blobs.rglob("*") if p.is_file()) if blobs.is_dir() else 0
+            self._con.execute("DELETE FROM objects")
+            if blobs.is_dir():
+                for folder in blobs.iterdir():  # the blobs are read-only files in writable folders
+                    shutil.rmtree(folder)
+        return {"keys": int(keys), "files": files, "bytes": int(size)}

@@ -69,3 +69,5 @@ replay = LazyCommand("replay", "agentenv_local.cli.replay:replay",
                      "Replay recorded runs against the current env and report what differs.")
 up = LazyCommand("up", "agentenv_local.cli.hub:up", "Start a long-lived hub for this project.")
 down = LazyCommand("down", "agentenv_local.cli.hub:down", "Stop this project's hub.")
+store = LazyCommand("store", "agentenv_local.cli.store:store_group",
+                    "Move the project's object store to another one (migrate-objects, cleanup-objects).")

@@ -42,6 +42,11 @@ class StoreSettings(_Section):
     flush_interval_ms: int = Field(
         200, ge=10, le=5000,
         description="How often buffered events (trajectories, step journal) are flushed to the store, in ms.")
+    objects: str = Field(
+        "local", min_length=1,
+        description="The object store (artifact bytes): `local` (`.agentenv/objects`, the built-in) or an object store "
+                    "a plugin adds; its settings are the plugin's `[plugins.<distribution>]` table. Change it with "
+                    "`agentenv store migrate-objects --to NAME`, which copies the bytes first.")
 
 
 class RunnerSettings(_Section):

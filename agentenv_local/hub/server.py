@@ -47,7 +47,11 @@ class Hub:
         if store_cls is None:
             raise HubError("the duckdb store is not installed or failed to load: "
                            f"{registry().failure('stores', 'duckdb')}", hint="reinstall agentenv-local")
-        self.store = store_cls(paths.store_file, paths.objects_dir, flush_interval=flush_ms / 1000)
+        from agentenv_local.config import object_stores
+
+        objects = object_stores.resolve(config)  # [store] objects; ConfigError before anything is opened
+        self.store = store_cls(paths.store_file, paths.objects_dir, flush_interval=flush_ms / 1000,
+                               objects=None if objects.name == object_stores.DEFAULT else objects.factory())
         # Whatever was queued or running under an earlier hub died with it.
         self.interrupted_at_start = self.store.runs.mark_interrupted(lambda owner: False)
         for run_id in self.interrupted_at_start:
