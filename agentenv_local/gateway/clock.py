@@ -1,6 +1,6 @@
 """The gateway's virtual clock (``urn:agentenv:clock/v1``).
 
-Off until armed. Three modes:
+Off until armed. Four modes:
 
 - ``wall`` (the reference's model): virtual now = t0 + real time elapsed since arming x rate, with the
   rate in 0..86400 virtual seconds per real second (0 holds the clock still). It runs on its own.
@@ -8,6 +8,10 @@ Off until armed. Three modes:
 - ``stepped``: moves only by :meth:`VirtualClock.advance`, or by ``step_seconds`` each time
   :meth:`VirtualClock.tick_tool_call` is called (the gateway calls it once per proxied tool call), so
   a run with a scripted agent sees the same times every time.
+- ``schedule`` (what ``agentenv replay`` arms): armed with a list of times, one per tool call; each
+  :meth:`VirtualClock.tick_tool_call` moves the clock to the next one, so every call of a replayed
+  episode is stamped with the time its recorded call had. When the list runs out the clock holds its
+  last time and counts the calls past it (``schedule_overrun`` in the state).
 
 Reads never move the clock. Real time comes from an injectable source (``real_time``), the way
 Textual injects its clock, so tests drive the clock with a fake. The bodies and messages of the REST
@@ -45,7 +49,8 @@ __all__ = [
 ]
 
 CLOCK_EXTENSION_URI = "urn:agentenv:clock/v1"
-MODES = ("wall", "frozen", "stepped")
+MODES = ("wall", "frozen", "stepped", "schedule")
+MAX_SCHEDULE = 100_000  # times a schedule may hold (a replayed episode's tool calls)
 MAX_RATE = 86400.0  # one real second = one virtual day
 RFC3339_SHAPE = "YYYY-MM-DDThh:mm:ss[.fff](Z|+hh:mm)"
 NOT_ARMED = "clock not armed"
@@ -172,6 +177,21 @@ def _zone(name: object) -> ZoneInfo:
             f"unknown time zone {name!r}: pass an IANA time zone name such as 'America/New_York'") from None
 
 
+def _parse_schedule(schedule: object, mode: str) -> list[datetime]:
+    """``schedule`` as times when ``mode`` is ``schedule`` (where it is required), else [] (where it must be
+    absent); :class:`ClockError` 400 naming the entry that is not a time."""
+    if mode != "schedule":
+        if schedule is not None:
+            raise ClockError(f"schedule applies only to mode 'schedule', not {mode!r}")
+        return []
+    if not isinstance(schedule, list):
+        raise ClockError("mode 'schedule' needs schedule: a list of RFC3339 times, the Nth given to the Nth tool "
+                         f"call, got {type(schedule).__name__}")
+    if len(schedule) > MAX_SCHEDULE:
+        raise ClockError(f"schedule holds {len(schedule)} times, more than {MAX_SCHEDULE}")
+    return [parse_rfc3339(t, f"schedule[{i}]") for i, t in enumerate(schedule)]
+
+
 # -- the get_time tool ------------------------------------------------------------------------------
 
 GET_TIME_TOOL_NAME = "get_time"
@@ -226,6 +246,9 @@ class VirtualClock:
         self._rate = 1.0  # virtual seconds per real second; 0 in frozen and stepped modes
         self._step: float | None = None
         self._t0: datetime | None = None
+        self._schedule: list[datetime] = []  # schedule mode: the time of each tool call, in order
+        self._next = 0  # the index of the schedule's time the next tool call gets
+        self._overrun = 0  # tool calls made after the schedule ran out (they got its last time)
         self._generation = 0
         # Virtual time is the anchor's plus the real time since it at the rate; elapsed() likewise.
         self._anchor_real = self._real_time()
@@ -272,6 +295,18 @@ class VirtualClock:
     @property
     def step_seconds(self) -> float | None:
         return self._step if self._armed else None
+
+    @property
+    def schedule_left(self) -> int | None:
+        """Schedule mode: the times not yet given to a tool call (None in other modes)."""
+        with self._lock:
+            return len(self._schedule) - self._next if self._armed and self._mode == "schedule" else None
+
+    @property
+    def schedule_overrun(self) -> int | None:
+        """Schedule mode: the tool calls made after the schedule ran out (None in other modes)."""
+        with self._lock:
+            return self._overrun if self._armed and self._mode == "schedule" else None
 
     @property
     def generation(self) -> int:
@@ -324,6 +359,8 @@ class VirtualClock:
             body = self._public_state(self._real())
             if self._armed:
                 body.update(mode=self._mode, step_seconds=self._step)
+            if self._armed and self._mode == "schedule":
+                body.update(schedule_left=len(self._schedule) - self._next, schedule_overrun=self._overrun)
             body["generation"] = self._generation
             return body
 
@@ -338,15 +375,17 @@ class VirtualClock:
     # -- changing --
 
     def arm(self, virtual_time: str, virtual_seconds_per_real_second: float | None = 1.0, mode: str = "wall",
-            step_seconds: float | None = None) -> dict:
+            step_seconds: float | None = None, schedule: list[str] | None = None) -> dict:
         """Arm (or re-arm) the clock at ``virtual_time``; answers :meth:`set_time_response`.
 
         ``virtual_seconds_per_real_second`` (0..86400, default 1) applies to ``wall`` mode only;
-        ``step_seconds`` (virtual seconds per tool call) to ``stepped`` mode only, where it is required.
-        Bumps :attr:`generation`. Bad input raises :class:`ClockError` (400).
+        ``step_seconds`` (virtual seconds per tool call) to ``stepped`` mode only, where it is required;
+        ``schedule`` (RFC3339 times, the Nth given to the Nth tool call) to ``schedule`` mode only, where
+        it is required. Bumps :attr:`generation`. Bad input raises :class:`ClockError` (400).
         """
         if mode not in MODES:
-            raise ClockError(f"mode must be one of 'wall', 'frozen', 'stepped', got {mode!r}")
+            raise ClockError(f"mode must be one of 'wall', 'frozen', 'stepped', 'schedule', got {mode!r}")
+        times = _parse_schedule(schedule, mode)
         t0 = parse_rfc3339(virtual_time)
         rate_in = 1.0 if virtual_seconds_per_real_second is None else virtual_seconds_per_real_second
         rate = _parse_rate(rate_in)
@@ -372,18 +411,20 @@ class VirtualClock:
                 self._lived += (t0 - self._anchor_virtual).total_seconds()  # a jump forward is time lived
             self._armed = True
             self._mode, self._rate, self._step, self._t0 = mode, rate, step, t0
+            self._schedule, self._next, self._overrun = times, 0, 0
             self._anchor_virtual = t0
             self._generation += 1
             return self._public_state(real)
 
     def arm_from_body(self, body: object) -> dict:
         """:meth:`arm` from a ``PUT /clock/set-time`` body: ``{virtual_time,
-        virtual_seconds_per_real_second?, mode?, step_seconds?}`` (other keys are ignored)."""
+        virtual_seconds_per_real_second?, mode?, step_seconds?, schedule?}`` (other keys are ignored)."""
         if not isinstance(body, Mapping):
             raise ClockError("request body must be a JSON object")
         mode = body.get("mode")
         return self.arm(body.get("virtual_time"), body.get("virtual_seconds_per_real_second"),  # type: ignore[arg-type]  # arm() checks each value itself
-                        mode="wall" if mode is None else mode, step_seconds=body.get("step_seconds"))
+                        mode="wall" if mode is None else mode, step_seconds=body.get("step_seconds"),
+                        schedule=body.get("schedule"))
 
     def clear(self) -> dict:
         """Disarm (idempotent; bumps :attr:`generation`). Answers the ``POST /clock/clear`` body."""
@@ -391,6 +432,7 @@ class VirtualClock:
             self._rebase(self._real())
             self._armed = False
             self._mode, self._rate, self._step, self._t0 = "wall", 1.0, None, None
+            self._schedule, self._next, self._overrun = [], 0, 0
             self._anchor_virtual = None
             self._generation += 1
         return {"ok": True, "armed": False}
@@ -421,11 +463,22 @@ class VirtualClock:
             return moved
 
     def tick_tool_call(self) -> datetime | None:
-        """Called by the gateway once per proxied tool call: a stepped clock moves by ``step_seconds``;
-        other modes are untouched. Answers virtual now (None when unarmed). Never raises."""
+        """Called by the gateway once per proxied tool call: a stepped clock moves by ``step_seconds``; a
+        schedule clock moves to its next time (holding the last one, counted, once they have all been
+        given); other modes are untouched. Answers virtual now (None when unarmed). Never raises."""
         with self._lock:
             real = self._real()
-            if self._armed and self._mode == "stepped" and self._step:
+            if self._armed and self._mode == "schedule":
+                self._rebase(real)
+                assert self._anchor_virtual is not None
+                if self._next < len(self._schedule):
+                    moved = self._schedule[self._next]
+                    self._next += 1
+                    self._lived += max(0.0, (moved - self._anchor_virtual).total_seconds())
+                    self._anchor_virtual = moved
+                else:
+                    self._overrun += 1
+            elif self._armed and self._mode == "stepped" and self._step:
                 self._rebase(real)
                 assert self._anchor_virtual is not None
                 self._anchor_virtual = _shift(self._anchor_virtual, self._step)
@@ -468,6 +521,8 @@ class VirtualClock:
                 "rate": self._rate,
                 "step_seconds": self._step,
                 "t0": None if self._t0 is None else format_rfc3339(self._t0),
+                **({"schedule": [format_rfc3339(t) for t in self._schedule], "schedule_next": self._next,
+                    "schedule_overrun": self._overrun} if self._mode == "schedule" else {}),
                 "generation": self._generation,
                 "anchor_real": real,
                 "anchor_virtual": None if virtual is None else format_rfc3339(virtual),
@@ -504,6 +559,10 @@ class VirtualClock:
                 clock._step = None if step is None else _number(step, "step_seconds")
                 clock._mode, clock._rate = mode, (rate if mode == "wall" else 0.0)
                 clock._t0 = parse_rfc3339(data["t0"], "t0")
+                if mode == "schedule":
+                    clock._schedule = _parse_schedule(data.get("schedule"), mode)
+                    clock._next = min(int(data.get("schedule_next", 0)), len(clock._schedule))
+                    clock._overrun = int(data.get("schedule_overrun", 0))
                 clock._anchor_virtual = parse_rfc3339(data["anchor_virtual"], "anchor_virtual")
                 clock._armed = True
         except (KeyError, TypeError, ValueError) as exc:  # ClockError is a ValueError

@@ -80,19 +80,27 @@ def _stamp(value: Any) -> float | None:
 
 def wall_clock_reading(a: Any, b: Any, spans: list[tuple[float, float]]) -> bool:
     """Whether two differing values are each a date and time within the wall-clock span of one of the runs
-    compared (`spans`: each run's start to end): an env on the wall clock dated something when it ran, which no
-    replay reproduces to the call (it freezes such an env at the recorded run's first call), so it is the time,
-    not the env's behaviour, that differs."""
+    compared (`spans`: each run's start to end): an env on the wall clock dated something when it ran. Between
+    two runs that each read their own clock (or a recording and a replay that froze the clock, the recording
+    holding no time per call) it is the time, not the env's behaviour, that differs."""
     moments = [_stamp(a), _stamp(b)]
     return all(m is not None and any(lo - _SLACK_S <= m <= hi + _SLACK_S for lo, hi in spans) for m in moments)
+
+
+def scheduled(view: dict[str, Any]) -> bool:
+    """Whether the view is of a replay that set its envs' clocks to each recorded call's time (mode `schedule`)."""
+    clocks = view.get("replay_clocks") or {}
+    return bool(clocks) and all(c.get("mode") == "schedule" for c in clocks.values())
 
 
 def differences(a: dict[str, Any], b: dict[str, Any], notes: list[str] | None = None) -> list[Difference]:
     """What differs between two views, in section order (status, score, tool calls, env calls, triggers,
     env state, env changelogs, env `/state`, criteria), each keyed entry compared down to where it differs.
-    A wall-clock reading on both sides (wall_clock_reading) is not a difference: it goes to `notes`, if given."""
-    spans = [(float(v["wall_span"][0]), float(v["wall_span"][1])) for v in (a, b)
-             if isinstance(v.get("wall_span"), (list, tuple)) and len(v["wall_span"]) == 2]
+    A wall-clock reading on both sides (wall_clock_reading) is not a difference: it goes to `notes`, if given;
+    unless one side is a replay that gave each call its recorded time (scheduled): every date is compared."""
+    spans = [] if scheduled(a) or scheduled(b) else [
+        (float(v["wall_span"][0]), float(v["wall_span"][1])) for v in (a, b)
+        if isinstance(v.get("wall_span"), (list, tuple)) and len(v["wall_span"]) == 2]
     found: list[Difference] = []
     for section in SECTIONS:
         left, right = a.get(section), b.get(section)
@@ -113,8 +121,9 @@ def differences(a: dict[str, Any], b: dict[str, Any], notes: list[str] | None = 
                     continue
                 if spans and wall_clock_reading(va, vb, spans):
                     if notes is not None:
-                        notes.append(f"{where}: {what}: dated by the env's wall clock ({_short(va)} | {_short(vb)}), "
-                                     "which a replay does not set per call: not counted as a difference")
+                        notes.append(f"{where}: {what}: dated by the env's wall clock ({_short(va)} | {_short(vb)}): "
+                                     "each run read its own (a replay sets it per call only from a recording that "
+                                     "holds each call's time): not counted as a difference")
                     continue
                 found.append(Difference(where, what, va, vb))
     return found

@@ -72,8 +72,45 @@ def run_view(run: dict, events: list[dict], load_object: LoadObject | None,
     span = [float(run.get("started_at") or run.get("created_at") or 0),
             float(run.get("finished_at") or run.get("started_at") or run.get("created_at") or 0)]
     return {"status": run.get("status"), "score": run.get("score"), "criteria": criteria, "wall_span": span,
-            "tool_calls": agent_calls, "env_calls": env_calls(events), "triggers": triggers,
+            "replay_clocks": replay_clocks(run, events), "tool_calls": agent_calls, "env_calls": env_calls(events),
+            "triggers": triggers,
             "env_state": env_state or {}, "env_changes": env_changes, "env_end_state": env_end_state}
+
+
+CLOCK_STEP = "replay-clock-"  # the id prefix of the sync_env_clock step the replay adds after each deploy_env
+
+
+def call_times(run: dict, events: list[dict]) -> dict[str, list[str | None]]:
+    """deploy step id -> the wall-clock time of each call the env's gateway proxied to it, in order (the stamp of
+    its `tool_call` event, taken as the call went out: the time a wall-clock env read for it, to well under a
+    millisecond); None for a call whose event holds no stamp. Calls RBAC refused moved no clock: not counted."""
+    step_of = {str(e.get("instance_id")): str(e.get("step_id")) for e in (run.get("context") or {}).get(
+        "deployed_envs") or [] if isinstance(e, dict) and e.get("step_id")}
+    times: dict[str, list[str | None]] = {}
+    for event in events:
+        body = event.get("body")
+        if event.get("kind") != "env.tool_call" or not isinstance(body, dict):
+            continue
+        step = step_of.get(str(body.get("instance_id")))
+        if step is not None:
+            stamp = body.get("timestamp_utc")
+            times.setdefault(step, []).append(stamp if isinstance(stamp, str) else None)
+    return times
+
+
+def replay_clocks(run: dict, events: list[dict]) -> dict[str, dict[str, Any]]:
+    """A replay's clocks, by deploy step: the mode replay armed the env's clock in (`schedule`: each call's recorded
+    time; `frozen`: a recording without them), and in `schedule` mode how many times it held and how many calls the
+    replay made (more calls than times: the last ones got the last time). {} for a run that is not a replay."""
+    made = call_times(run, events)
+    clocks: dict[str, dict[str, Any]] = {}
+    for config in ((run.get("context") or {}).get("metadata") or {}).get("clock_configurations") or []:
+        step = str(config.get("step_id") or "") if isinstance(config, dict) else ""
+        if step.startswith(CLOCK_STEP):
+            env_step = step[len(CLOCK_STEP):]
+            clocks[env_step] = {"mode": config.get("mode"), "times": config.get("schedule_length"),
+                                "calls": len(made.get(env_step, []))}
+    return clocks
 
 
 def env_calls(events: list[dict]) -> dict[str, Any]:

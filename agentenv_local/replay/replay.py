@@ -118,4 +118,17 @@ def compare_replays(recorded: dict[str, Any], replays: list[dict[str, Any]]) -> 
                     and d.key not in {r.key for r in real})
     notes = [f"{where}: {what} differs from replay to replay with no env change (randomness in the tool); "
              "not counted as a difference" for where, what in sorted(unstable)]
-    return real, notes + list(dict.fromkeys(clock))
+    return real, notes + list(dict.fromkeys(clock)) + schedule_notes(replays)
+
+
+def schedule_notes(replays: list[dict[str, Any]]) -> list[str]:
+    """Where a replay made more calls to an env than the recording timed: its clock held the last recorded time
+    from the call past them on (once each, however many replays did)."""
+    notes: list[str] = []
+    for view in replays:
+        for env_step, clock in sorted((view.get("replay_clocks") or {}).items()):
+            times, calls = clock.get("times"), clock.get("calls") or 0
+            if clock.get("mode") == "schedule" and isinstance(times, int) and calls > times:
+                notes.append(f"env {env_step}: the replay made {calls} calls to it, the recording {times}: from call "
+                             f"{times + 1} on, each was given the recording's last time (the env's clock held it)")
+    return list(dict.fromkeys(notes))

@@ -1,7 +1,7 @@
 """The replay task: the recorded task's steps with every agent swapped for its replay agent (agents.py) but a
 scripted judge with its plan in the task (it judges again), the env pinned at the recorded (or a given) version,
-a wall-clock env's clock frozen at the recorded time. (The runner itself keeps each env's changelog and `/state`
-at the episode's end: tasks/env_capture.py.)"""
+a wall-clock env's clock armed with the recorded time of each call (clock mode `schedule`). (The runner itself
+keeps each env's changelog and `/state` at the episode's end: tasks/env_capture.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from agentenv_local.episodes.record import LoadObject
 from agentenv_local.errors import ValidationError
 
 from .agents import conversations_plan, judge_plan, solver_plan, user_plan
+from .record import CLOCK_STEP, call_times
 
 REPLAY_AGENT = "scripted"
 
@@ -65,7 +66,7 @@ def replay_steps(steps: list[dict], run: dict, events: list[dict], load_object: 
                             depends_on=[*(step.get("depends_on") or []), judge])
         out.append(step)
     if not any(s.get("type") == "sync_env_clock" for s in steps):
-        out = _freeze_clocks(out, run, events)
+        out = _arm_clocks(out, run, events, notes)
     return out, notes
 
 
@@ -106,25 +107,34 @@ def _replay_agent_step(step: dict, solver_of: dict[str, list[dict]], user_of: di
     return {**kept, "a2a_agent_id": REPLAY_AGENT, "runtime": "in_hub", "config": {"plan": plan}}
 
 
-def _freeze_clocks(steps: list[dict], run: dict, events: list[dict]) -> list[dict]:
-    """After each deploy_env step, a `sync_env_clock` step freezing the env's clock at the time of the recorded
-    run's first call to it (a wall-clock env dates what it writes: frozen, the replay writes the same dates)."""
-    first_call: dict[str, float] = {}
-    for event in events:
-        body = event.get("body")
-        if event.get("kind") == "env.tool_call" and isinstance(body, dict) and event.get("at") is not None:
-            first_call.setdefault(str(event.get("step_id") or ""), float(event["at"]))
-    at = min(first_call.values(), default=float(run.get("started_at") or time.time()))
-    frozen = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+def _arm_clocks(steps: list[dict], run: dict, events: list[dict], notes: list[str]) -> list[dict]:
+    """After each deploy_env step, a `sync_env_clock` step arming the env's clock in mode `schedule` with the time
+    the recorded run's env saw on each call to it (a wall-clock env dates what it writes: each replayed call is
+    dated as its recorded call was). A recording that lacks a call's time freezes the clock at its first call
+    instead, with a note: dates the env wrote later then differ (compare.py notes them, not counted)."""
+    recorded = call_times(run, events)
+    started = float(run.get("started_at") or time.time())
     out: list[dict] = []
     clock_of: dict[str, str] = {}
     for step in steps:
         out.append(step)
-        if step.get("type") == "deploy_env":
-            clock = f"replay-clock-{step['id']}"
-            clock_of[step["id"]] = clock
-            out.append({"id": clock, "type": "sync_env_clock", "env_id": step["env_id"], "virtual_time": frozen,
-                        "mode": "frozen", "depends_on": [step["id"]]})
+        if step.get("type") != "deploy_env":
+            continue
+        clock = f"{CLOCK_STEP}{step['id']}"
+        clock_of[step["id"]] = clock
+        times = recorded.get(str(step["id"]), [])
+        arm: dict = {"id": clock, "type": "sync_env_clock", "env_id": step["env_id"], "depends_on": [step["id"]]}
+        if all(isinstance(t, str) for t in times) and times:
+            arm.update(virtual_time=times[0], mode="schedule", schedule=times)
+        else:
+            first = next((t for t in times if isinstance(t, str)), None)
+            frozen = first or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+            arm.update(virtual_time=frozen, mode="frozen")
+            if times:
+                notes.append(f"env {step['id']}: the recording holds no time for {sum(t is None for t in times)} of "
+                             f"its {len(times)} calls, so its clock is frozen at {frozen}, not set per call: a date "
+                             "it wrote otherwise is a note, not a difference")
+        out.append(arm)
     for step in out:  # whatever needed the env deployed needs its clock set too
         needs = step.get("depends_on") or []
         extra = [clock_of[d] for d in needs if d in clock_of and step["id"] != clock_of[d]]

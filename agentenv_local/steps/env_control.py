@@ -103,8 +103,9 @@ class SyncEnvClockStep(EnvStep):
 
     virtual_time: str
     virtual_seconds_per_real_second: float = Field(default=1.0, ge=0, le=86400)
-    mode: Literal["wall", "frozen", "stepped"] | None = None
+    mode: Literal["wall", "frozen", "stepped", "schedule"] | None = None
     step_seconds: float | None = Field(default=None, gt=0)
+    schedule: list[str] | None = None  # mode "schedule" (what replay arms): the time of each tool call in turn
     tolerate_missing_sync_time: bool = True
     timeout_seconds: float = Field(default=30, gt=0)
 
@@ -115,6 +116,10 @@ class SyncEnvClockStep(EnvStep):
                             "(YYYY-MM-DDThh:mm:ss[.fff](Z|+hh:mm))")
         if self.step_seconds is not None and self.mode != "stepped":
             problems.append("step_seconds: only goes with mode \"stepped\"")
+        if (self.schedule is not None) != (self.mode == "schedule"):
+            problems.append("schedule: goes with mode \"schedule\", which needs it (a list of RFC3339 times)")
+        problems.extend(f"schedule[{i}]: {t!r} is not RFC3339" for i, t in enumerate(self.schedule or [])
+                        if not RFC3339.match(t))
         return problems
 
     async def execute(self, ctx: StepContext) -> None:
@@ -124,6 +129,8 @@ class SyncEnvClockStep(EnvStep):
             body["mode"] = self.mode
         if self.step_seconds is not None:
             body["step_seconds"] = self.step_seconds
+        if self.schedule is not None:
+            body["schedule"] = self.schedule
         async with EnvGateway(ctx, self.env_id, self.timeout_seconds) as gw:
             armed = await gw.call("PUT", "/clock/set-time", "arming the virtual clock", body=body)
             state = await gw.call("GET", "/clock/state", "reading the clock state")
@@ -147,7 +154,9 @@ class SyncEnvClockStep(EnvStep):
         ctx.metadata.setdefault("clock_configurations", []).append({
             "env_id": self.env_id, "step_id": self.id, "virtual_time": self.virtual_time,
             "virtual_seconds_per_real_second": self.virtual_seconds_per_real_second, "mode": self.mode,
-            "step_seconds": self.step_seconds, "t0": (armed or {}).get("t0"), "env_get_time_url": time_url,
+            "step_seconds": self.step_seconds, "t0": (armed or {}).get("t0"),
+            **({"schedule_length": len(self.schedule)} if self.schedule is not None else {}),
+            "env_get_time_url": time_url,
             "synced_services": synced, "skipped_services": skipped})
         ctx.log(f"armed the clock of env {self.env_id} at {self.virtual_time}; synced {len(synced)} server(s)")
 

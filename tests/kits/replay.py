@@ -42,9 +42,3 @@ def project_with(parent: Path, bundle: Path, name: str) -> Path:
 def keys(report: dict) -> set[tuple[str, str]]:
     """A replay or diff report's differences as (where, what)."""
     return {(d["where"], d["what"]) for d in report["differences"]}
-
-
-def other_notes(report: dict) -> list[str]:
-    """A replay report's notes but those on a wall-clock env's dates (which a replay does not set per call: the
-    replay names where, and does not count it as a difference)."""
-    return [n for n in report["notes"] if "dated by the env's wall clock" not in n]

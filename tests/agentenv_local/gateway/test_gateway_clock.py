@@ -255,8 +255,8 @@ def test_a_refused_arm_changes_nothing(clock: VirtualClock, real: FakeTime):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"mode": "warp"}, "mode must be one of 'wall', 'frozen', 'stepped', got 'warp'"),
-    ({"mode": None}, "mode must be one of 'wall', 'frozen', 'stepped', got None"),
+    ({"mode": "warp"}, "mode must be one of 'wall', 'frozen', 'stepped', 'schedule', got 'warp'"),
+    ({"mode": None}, "mode must be one of 'wall', 'frozen', 'stepped', 'schedule', got None"),
     ({"mode": "frozen", "virtual_seconds_per_real_second": 5},
      "virtual_seconds_per_real_second applies only to mode 'wall': a frozen clock moves only when advanced"),
     ({"mode": "stepped", "virtual_seconds_per_real_second": 60, "step_seconds": 1},

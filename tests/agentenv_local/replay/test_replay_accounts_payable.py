@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from kits.replay import ROOT, agentenv, newest_run, ok, other_notes, project_with
+from kits.replay import ROOT, agentenv, newest_run, ok, project_with
 
 BUNDLE = ROOT / "examples" / "accounts-payable"
 RULE_BEFORE = '''        row = {"invoice_id": invoice_id, "decision": decision, "reason": reason.strip(),'''
@@ -104,6 +105,11 @@ def limit_rule(recorded, bank_rule) -> int:
     return bank_rule + 1
 
 
+def second(virtual_time: str) -> str:
+    """A virtual time ("2026-12-01T22:57:06.944890Z") as the ap env dates a decision with it, to the second."""
+    return datetime.fromisoformat(virtual_time).astimezone(UTC).isoformat(timespec="seconds")
+
+
 def summaries(text: str) -> list[str]:
     """The outcome of each replay as its progress line says it (the verifiers are named in the order they ended)."""
     return re.findall(r"^replay of \S+ v\d+: (\w+) \((?:grade: ([\d.]+), outcome: ([\d.]+)|outcome: ([\d.]+), "
@@ -114,10 +120,20 @@ def test_the_unchanged_env_replays_the_ap_episode_with_no_difference_20_times_ou
     out = agentenv(recorded["project"], "replay", recorded["run"], "--times", str(TIMES), "--json")
     report = json.loads(ok(out))
     assert report["run_id"] == recorded["run"] and len(set(report["replay_run_ids"])) == TIMES
-    # none differs from the recording, nor from one another (that would be a note: randomness in a tool)
-    assert report["differences"] == [] and other_notes(report) == []
+    # none differs from the recording, nor from one another (that would be a note: randomness in a tool), and no
+    # date is let off as the wall clock's: each call had its recorded time, so every date is compared, and equal
+    assert report["differences"] == [] and report["notes"] == []
     outcomes = {(status, g1 or g2, o1 or o2) for status, g1, o1, o2, g2 in summaries(out.stdout + out.stderr)}
     assert len(summaries(out.stdout + out.stderr)) == TIMES and outcomes == {("failed", "0.87", "0.71")}
+    # the env dated each decision with the time its gateway stamped the call with: the recorded call's time
+    original = json.loads(ok(agentenv(recorded["project"], "runs", "show", recorded["run"], "--json")))
+    replayed = json.loads(ok(agentenv(recorded["project"], "runs", "show", report["replay_run_ids"][-1], "--json")))
+    rows = replayed["env_end"]["deploy"]["changes"]
+    assert len(rows) == 26 and all(row["after"]["at"] == second(row["virtual_time"]) for row in rows)
+    assert [row["after"]["at"] for row in rows] == [r["after"]["at"] for r in original["env_end"]["deploy"]["changes"]]
+    clocks = replayed["context"]["metadata"]["clock_configurations"]
+    assert [(c["step_id"], c["mode"], c["schedule_length"]) for c in clocks] == [
+        ("replay-clock-deploy", "schedule", 56)]  # the recorded run's 56 calls to the env: 56 times
 
 
 def test_a_changed_ap_rule_shows_exactly_its_differences(recorded, bank_rule):
@@ -126,7 +142,7 @@ def test_a_changed_ap_rule_shows_exactly_its_differences(recorded, bank_rule):
     report = json.loads(ok(out, 1))
     found = {(d["where"], d["what"]): d for d in report["differences"]}
     assert set(found) == EXPECTED, report["differences"]
-    assert len(report["differences"]) == len(EXPECTED) and other_notes(report) == []
+    assert len(report["differences"]) == len(EXPECTED) and report["notes"] == []
     approve = found[(APPROVE_2004, "result")]
     assert approve["a"] == {"invoice_id": "INV-2004", "status": "approved", "receipt": "INV-2004=>approve"}
     assert approve["b"].startswith("bank_change_unverified: INV-2004")
@@ -152,8 +168,18 @@ def test_a_changed_approval_limit_changes_the_judges_criterion_and_the_scores(re
     out = agentenv(project, "replay", recorded["run"], "--env-version", f"ap={limit_rule}", "--json")
     report = json.loads(ok(out, 1))
     found = {(d["where"], d["what"]): d for d in report["differences"]}
-    assert set(found) == EXPECTED_LIMIT, report["differences"]
-    assert len(report["differences"]) == len(EXPECTED_LIMIT) and other_notes(report) == []
+    # INV-2017 is now decided by the approval (call 36), not the escalation after it (call 37): the env dates the
+    # decision with call 36's recorded time, a second earlier than the recorded one only when a second turned
+    # between the two calls (the clerk makes them a few milliseconds apart): then that date differs too
+    replayed = json.loads(ok(agentenv(project, "runs", "show", report["replay_run_ids"][0], "--json")))
+    original = json.loads(ok(agentenv(project, "runs", "show", recorded["run"], "--json")))
+    now, then = ({r["key"]: r for r in run["env_end"]["deploy"]["changes"]}["INV-2017"]
+                 for run in (replayed, original))
+    assert now["after"]["at"] == second(now["virtual_time"])  # the time of the recorded approval call
+    dated = {(DECIDED_2017, "after.at"), (DECISION_LOG, "result.16.at")} if now["after"]["at"] != then["after"]["at"] \
+        else set()
+    assert set(found) == EXPECTED_LIMIT | dated, report["differences"]
+    assert len(report["differences"]) == len(EXPECTED_LIMIT | dated) and report["notes"] == []
     assert found[(APPROVE_2017, "result")]["a"].startswith("approval_limit_exceeded: INV-2017")
     assert found[(APPROVE_2017, "result")]["b"] == {"invoice_id": "INV-2017", "status": "approved",
                                                     "receipt": "INV-2017=>approve"}
@@ -166,7 +192,6 @@ def test_a_changed_approval_limit_changes_the_judges_criterion_and_the_scores(re
     grade = found[("verifier grade score", "value")]
     assert round(grade["a"] * 26, 6) == 22.5 and round(grade["b"] * 26, 6) == 22  # the sum of 26 criteria
     assert found[("score", "value")]["b"] < found[("score", "value")]["a"]
-    replayed = json.loads(ok(agentenv(project, "runs", "show", report["replay_run_ids"][0], "--json")))
     judged = {r["id"]: r for r in replayed["verifications"]["grade"]["results"]}
     assert "approved it" in judged["INV-2017"]["justification"]
     assert replayed["status"] == "failed"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from kits.replay import ROOT, agentenv, keys, newest_run, ok, other_notes
+from kits.replay import ROOT, agentenv, keys, newest_run, ok
 
 SUPPORT = ROOT / "examples" / "support"
 IF_DEALS = {"input": "text", "contains": "deals"}
@@ -46,7 +46,7 @@ def test_two_conversations_with_one_agent_each_replay_their_own_turns(tmp_path):
     ok(agentenv(project, "run", "two"))
     run = newest_run(project)
     report = json.loads(ok(agentenv(project, "replay", run, "--json")))
-    assert report["differences"] == [] and other_notes(report) == []
+    assert report["differences"] == [] and report["notes"] == []
     replayed = json.loads(ok(agentenv(project, "runs", "show", report["replay_run_ids"][0], "--json")))
     calls = {r["step_id"]: [e.get("tool") for e in r["trajectory"] if e.get("type") == "tool_call"]
              for r in replayed["context"]["prompt_responses"]}
