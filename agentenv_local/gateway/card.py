@@ -73,8 +73,9 @@ def gateway_extensions(*, changes: bool = False) -> list[dict]:
                  "set_time": {"method": "PUT", "endpoint": "/clock/set-time", "request": {
                      "type": "object", "properties": {"virtual_time": {"type": "string"},
                                                       "virtual_seconds_per_real_second": {"type": "number"},
-                                                      "mode": {"enum": ["wall", "frozen", "stepped"]},
-                                                      "step_seconds": {"type": "number"}},
+                                                      "mode": {"enum": ["wall", "frozen", "stepped", "schedule"]},
+                                                      "step_seconds": {"type": "number"},
+                                                      "schedule": {"type": "array", "items": {"type": "string"}}},
                      "required": ["virtual_time"]}},
                  "clear": {"method": "POST", "endpoint": "/clock/clear", "request": _EMPTY},
                  "state": {"method": "GET", "endpoint": "/clock/state", "request": _EMPTY}}),
