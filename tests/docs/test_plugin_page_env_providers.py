@@ -10,22 +10,12 @@ printed, durations and run ids aside. Its ```python and ```toml excerpts must be
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
-from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks
+from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks, run_plugin_page
 
 PAGE = ROOT / "docs" / "plugins" / "env-providers.md"
 FOLDER = PLUGINS / "one-process"
-
-
-def _outputs(text: str) -> dict[int, list[str]]:
-    """Each console block's output lines (those after a `$ ` line), by the block's line number."""
-    lines, out = text.splitlines(), {}
-    for number, _marker, _commands in console_blocks(text):
-        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
-        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
-    return out
 
 
 def test_the_excerpts_are_the_packages_files() -> None:
@@ -46,21 +36,11 @@ def test_the_excerpts_are_the_packages_files() -> None:
 def test_the_page_runs(tmp_path: Path) -> None:
     text = PAGE.read_text()
     blocks = console_blocks(text)
-    outputs = _outputs(text)
     assert [c for _n, _m, cs in blocks for c in cs] == [
         "pip install examples/plugins/one-process", "agentenv plugin show agentenv-one-process",
         "agentenv run $CHECKOUT/examples/plugins/one-process/bundle --task desk"]
     venv = PluginVenv.create(tmp_path / "venv")
     project = tmp_path / "project"
     project.mkdir()
-    for number, marker, commands in blocks:
-        assert not marker, f"line {number}: every block of this page runs"
-        printed = ""
-        for command in commands:
-            if command.startswith("pip "):
-                printed += venv.shell(command, cwd=ROOT).stdout
-            else:
-                printed += venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project).stdout
-        for line in outputs[number]:
-            assert line in printed, f"line {number}: {line!r} not in\n{printed}"
+    run_plugin_page(venv, text, project)
     assert venv.has("agentenv-one-process")

@@ -10,22 +10,12 @@ in what its commands printed (the page shows no durations or run ids). No block 
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
-from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks
+from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks, run_plugin_page
 
 PAGE = ROOT / "docs" / "plugins" / "env-types.md"
 FOLDER = PLUGINS / "sqlite-app"
-
-
-def shown_output(text: str) -> dict[int, list[str]]:
-    """The output lines of each console block (every line but the `$ ` ones), by the block's line number."""
-    lines, out = text.splitlines(), {}
-    for number, _marker, _commands in console_blocks(text):
-        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
-        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
-    return out
 
 
 def test_every_excerpt_is_the_packages_own_text() -> None:
@@ -49,18 +39,8 @@ def test_the_page_runs(tmp_path: Path) -> None:
     assert [c for _n, _m, commands in blocks for c in commands] == [
         "pip install examples/plugins/sqlite-app", "agentenv plugin show agentenv-sqlite-app",
         "agentenv run $CHECKOUT/examples/plugins/sqlite-app/shop"]
-    outputs = shown_output(text)
     venv = PluginVenv.create(tmp_path / "venv")
     project = tmp_path / "project"
     project.mkdir()
-    for number, marker, commands in blocks:
-        assert not marker, f"line {number}: every block of this page runs"
-        printed = ""
-        for command in commands:
-            if command.startswith("pip "):
-                printed += venv.shell(command, cwd=ROOT).stdout
-            else:
-                printed += venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project).stdout
-        for line in outputs[number]:
-            assert line in printed, f"line {number}: {line!r} not in\n{printed}"
+    run_plugin_page(venv, text, project)
     assert venv.has("agentenv-sqlite-app")

@@ -15,26 +15,12 @@ points.
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
-from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks
+from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks, run_plugin_page
 
 PAGE = ROOT / "docs" / "plugins" / "registry-stores.md"
 FOLDER = PLUGINS / "cas-store"
-
-
-def _squeeze(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _outputs(text: str) -> dict[int, list[str]]:
-    """Each console block's output lines (those that are not `$ ` lines), by the block's line number."""
-    lines, out = text.splitlines(), {}
-    for number, _marker, _commands in console_blocks(text):
-        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
-        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
-    return out
 
 
 def test_the_excerpts_are_the_packages_code() -> None:
@@ -54,7 +40,6 @@ def test_the_excerpts_are_the_packages_code() -> None:
 def test_the_page_runs(tmp_path: Path) -> None:
     text = PAGE.read_text()
     blocks = console_blocks(text)
-    outputs = _outputs(text)
     handbook = "agentenv run $CHECKOUT/examples/plugins/cas-store/handbook"
     assert [c for _n, _m, cs in blocks for c in cs] == [
         "pip install examples/plugins/cas-store", "agentenv plugin show agentenv-cas-store", handbook,
@@ -69,22 +54,7 @@ def test_the_page_runs(tmp_path: Path) -> None:
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
     home.mkdir()
-    for number, marker, commands in blocks:
-        code = 0
-        if marker:
-            m = re.fullmatch(r"<!-- exit: (\d+) -->", marker)
-            assert m, f"line {number}: unknown marker {marker!r}; every block of this page runs"
-            code = int(m.group(1))
-        printed = ""
-        for command in commands:
-            if command.startswith("pip "):
-                out = venv.shell(command, cwd=ROOT, code=code, home=home)
-            else:
-                out = venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project, code=code, home=home)
-            printed += out.stdout + out.stderr
-        shown = _squeeze(printed)
-        for line in outputs[number]:
-            assert _squeeze(line) in shown, f"line {number}: {line!r} is not in what it printed:\n{printed}"
+    run_plugin_page(venv, text, project, home=home)
     assert venv.has("agentenv-cas-store")
     blobs = sorted(p for p in (home / ".cache" / "agentenv-cas" / "blobs").glob("*/*"))
     assert len(blobs) == 2

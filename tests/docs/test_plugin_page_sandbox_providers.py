@@ -11,27 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from pathlib import Path
 
 import pytest
-from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks
+from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks, run_plugin_page
 
 PAGE = ROOT / "docs" / "plugins" / "sandbox-providers.md"
-
-
-def _normal(text: str) -> str:
-    text = re.sub(r"\b\d+\.\d+s\b", "N.Ns", text)
-    return re.sub(r"\brun [\w-]+-\d{8}-[0-9a-f]{8}\b", "run RUN", text)
-
-
-def _outputs(text: str) -> dict[int, list[str]]:
-    """Each console block's output lines (those after a `$ ` line), by the block's line number."""
-    lines, out = text.splitlines(), {}
-    for number, _marker, _commands in console_blocks(text):
-        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
-        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
-    return out
 
 
 def test_the_python_excerpts_are_the_packages_code() -> None:
@@ -62,22 +47,12 @@ def test_the_page_runs(tmp_path: Path) -> None:
         pytest.skip(reason)
     text = PAGE.read_text()
     blocks = console_blocks(text)
-    outputs = _outputs(text)
     assert [c for _n, _m, cs in blocks for c in cs] == [
         "pip install examples/plugins/bwrap", "agentenv plugin show agentenv-bwrap",
         "agentenv run hello --sandbox bwrap", "agentenv run $CHECKOUT/examples/plugins/bwrap/bundle"]
     venv = PluginVenv.create(tmp_path / "venv")
     project = tmp_path / "project"
     project.mkdir()
-    for number, marker, commands in blocks:
-        assert not marker, f"line {number}: every block of this page runs"
-        printed = ""
-        for command in commands:
-            if command.startswith("pip "):
-                printed += venv.shell(command, cwd=ROOT).stdout
-            else:
-                printed += venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project).stdout
-        for line in outputs[number]:
-            assert _normal(line) in _normal(printed), f"line {number}: {line!r} not in\n{printed}"
+    run_plugin_page(venv, text, project)
     assert venv.has("agentenv-bwrap")
     assert not list((project / ".agentenv" / "sandboxes" / "bwrap").glob("bwrap-*"))  # every sandbox torn down

@@ -13,26 +13,12 @@ verbatim, and its ```toml excerpt the package's real entry points.
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
-from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks
+from kits.plugin_venv import PLUGINS, ROOT, PluginVenv, console_blocks, run_plugin_page
 
 PAGE = ROOT / "docs" / "plugins" / "task-steps.md"
 FOLDER = PLUGINS / "verifier-steps"
-
-
-def _squeeze(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _outputs(text: str) -> dict[int, list[str]]:
-    """Each console block's output lines (those after a `$ ` line), by the block's line number."""
-    lines, out = text.splitlines(), {}
-    for number, _marker, _commands in console_blocks(text):
-        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
-        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
-    return out
 
 
 def test_the_excerpts_are_the_packages_code() -> None:
@@ -52,7 +38,6 @@ def test_the_excerpts_are_the_packages_code() -> None:
 def test_the_page_runs(tmp_path: Path) -> None:
     text = PAGE.read_text()
     blocks = console_blocks(text)
-    outputs = _outputs(text)
     assert [c for _n, _m, cs in blocks for c in cs] == [
         "pip install examples/plugins/verifier-steps", "agentenv plugin show agentenv-verifier-steps",
         "agentenv run $CHECKOUT/examples/plugins/verifier-steps/bundle",
@@ -60,20 +45,5 @@ def test_the_page_runs(tmp_path: Path) -> None:
     venv = PluginVenv.create(tmp_path / "venv")
     project = tmp_path / "project"
     project.mkdir()
-    for number, marker, commands in blocks:
-        code = 0
-        if marker:
-            m = re.fullmatch(r"<!-- exit: (\d+) -->", marker)
-            assert m, f"line {number}: unknown marker {marker!r}; every block of this page runs"
-            code = int(m.group(1))
-        printed = ""
-        for command in commands:
-            if command.startswith("pip "):
-                out = venv.shell(command, cwd=ROOT, code=code)
-            else:
-                out = venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project, code=code)
-            printed += out.stdout + out.stderr
-        shown = _squeeze(printed)
-        for line in outputs[number]:
-            assert _squeeze(line) in shown, f"line {number}: {line!r} is not in what it printed:\n{printed}"
+    run_plugin_page(venv, text, project)
     assert venv.has("agentenv-verifier-steps")

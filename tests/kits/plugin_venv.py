@@ -15,6 +15,8 @@ works the same in a test.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -70,8 +72,6 @@ class PluginVenv:
 
     def agentenv(self, *args: str, cwd: Path, code: int | None = 0, home: Path | None = None,
                  timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        import shlex
-
         return self.shell(shlex.join(["agentenv", *args]), cwd, code=code, home=home, timeout=timeout)
 
     def install(self, folder: Path) -> None:
@@ -94,3 +94,43 @@ def console_blocks(text: str) -> list[tuple[int, str, list[str]]]:
             marker = before if before.startswith("<!--") else ""
             out.append((i + 1, marker, [ln[2:].strip() for ln in lines[i + 1:end] if ln.startswith("$ ")]))
     return out
+
+
+def block_outputs(text: str) -> dict[int, list[str]]:
+    """The output lines each console block shows (every non-blank line but the `$ ` ones), by its line number."""
+    lines, out = text.splitlines(), {}
+    for number, _marker, _commands in console_blocks(text):
+        end = next(j for j in range(number, len(lines)) if lines[j].strip() == "```")
+        out[number] = [ln for ln in lines[number:end] if ln.strip() and not ln.startswith("$ ")]
+    return out
+
+
+def _comparable(text: str) -> str:
+    """Output as a page shows it: whitespace squeezed, durations and run ids (which differ per run) generalised."""
+    text = re.sub(r"\b\d+\.\d+s\b", "N.Ns", text)
+    text = re.sub(r"\b[\w.-]+-\d{8}-[0-9a-f]{8}\b", "RUN", text)
+    return " ".join(text.split())
+
+
+def run_plugin_page(venv: PluginVenv, text: str, project: Path, *, home: Path | None = None) -> None:
+    """Follow a plugin page (docs/plugins/*.md) as a reader would: every ```console block in page order, a `pip ...`
+    line at the checkout root (the pages say "from the root of an agentenv-local checkout"), any other line in
+    `project` with `$CHECKOUT` set to the checkout root. A block exits 0 unless it is marked `<!-- exit: N -->` (any
+    other marker fails: every block runs), and each output line it shows must be in what its commands printed."""
+    outputs = block_outputs(text)
+    for number, marker, commands in console_blocks(text):
+        code = 0
+        if marker:
+            exit_marker = re.fullmatch(r"<!-- exit: (\d+) -->", marker)
+            assert exit_marker, f"line {number}: unknown marker {marker!r}; every block of a plugin page runs"
+            code = int(exit_marker.group(1))
+        printed = ""
+        for command in commands:
+            if command.startswith("pip "):
+                out = venv.shell(command, cwd=ROOT, code=code, home=home)
+            else:
+                out = venv.shell(f"CHECKOUT={shlex.quote(str(ROOT))}; {command}", cwd=project, code=code, home=home)
+            printed += out.stdout + out.stderr
+        shown = _comparable(printed)
+        for line in outputs[number]:
+            assert _comparable(line) in shown, f"line {number}: {line!r} is not in what it printed:\n{printed}"
