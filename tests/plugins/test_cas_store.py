@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kits.plugin_venv import PLUGINS, PluginVenv
@@ -53,7 +54,7 @@ class Project:
     def agentenv(self, *args: str, code: int | None = 0) -> subprocess.CompletedProcess[str]:
         return self.venv.agentenv(*args, cwd=self.folder, code=code, home=self.home)
 
-    def json(self, *args: str) -> object:
+    def json(self, *args: str) -> Any:
         return json.loads(self.agentenv(*args, "--json").stdout)
 
     def python(self, code: str) -> str:

@@ -230,7 +230,7 @@ class _Server:
                 path = self.path
                 outer.hits[path] = outer.hits.get(path, 0) + 1
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
-                port = self.server.server_address[1]
+                port = int(self.server.server_address[1])  # type: ignore[index]  # an HTTPServer: (host, port)
                 if path == "/flaky":
                     self._send(503 if outer.hits[path] < 3 else 200, b'{"ready": true}')
                 elif path == "/down":
@@ -356,7 +356,7 @@ def test_sqlite_source_never_follows_a_link_and_refuses_a_non_database(venv: Plu
 
 
 def test_keep_leaves_the_scratch_copy_and_a_plain_run_removes_it(venv: PluginVenv, tmp_path: Path) -> None:
-    steps = [{"id": "box", "type": "deploy_sandbox", "sandbox_type": "process"},
+    steps: list[dict] = [{"id": "box", "type": "deploy_sandbox", "sandbox_type": "process"},
              {"id": "make", "type": "verify_sandbox", "criteria": [{"type": "bash_cmd_succeeds", "bash_cmd":
               "python3 -c \"import sqlite3; d = sqlite3.connect('a.db'); d.execute('CREATE TABLE t (x)'); "
               "d.executemany('INSERT INTO t VALUES (?)', [(i,) for i in range(5)]); d.commit()\""}]},

@@ -16,7 +16,7 @@ import time
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import pytest
@@ -113,7 +113,7 @@ def test_the_default_is_the_builtin_local_store(project: Path) -> None:
     assert "local" in object_stores.available()
     assert "duckdb" not in object_stores.available() and "secrets" not in object_stores.available()
     with connect(config=config) as session:
-        objects = session.hub.store.objects
+        objects = cast(Any, session).hub.store.objects
         assert type(objects) is ObjectStore
         objects.put("a/b.txt", b"bytes")
         assert objects.blob_path(hashlib.sha256(b"bytes").hexdigest()).is_file()
@@ -132,7 +132,7 @@ def test_an_unknown_store_is_a_config_error_naming_the_available_ones(project: P
 def test_the_hub_opens_the_configured_object_store(project: Path, memtest: None) -> None:
     _config(project, '[store]\nobjects = "memtest"\n')
     with connect() as session:
-        store = session.hub.store
+        store = cast(Any, session).hub.store
         assert isinstance(store.objects, MemoryObjects)
         store.objects.put("k", b"kept in the table")
         assert session.store.objects.get("k") == b"kept in the table"
@@ -163,9 +163,9 @@ def test_migrate_objects_copies_verifies_switches_and_cleanup_empties_the_old_st
     assert text == ('# my settings\n[store]\nobjects = "memtest"\nflush_interval_ms = 100\n\n'
                     "[runner]\nconcurrency = 2\n")
     with connect() as session:
-        assert isinstance(session.hub.store.objects, MemoryObjects)
+        assert isinstance(cast(Any, session).hub.store.objects, MemoryObjects)
         assert session.store.objects.get("docs/2.txt") == b"doc 2"
-        local = session.hub.store.open_objects(object_stores.resolve(load_config(), "local").factory())
+        local = cast(Any, session).hub.store.open_objects(object_stores.resolve(load_config(), "local").factory())
         assert len(local.list()) == 3  # kept until the cleanup
 
     again = runner.invoke(store_group, ["migrate-objects", "--to", "local", "--dry-run"])
