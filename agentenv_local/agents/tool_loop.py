@@ -11,6 +11,8 @@ Config (agent-config/v1), besides AgentConfig's ``model``, ``system_prompt``, ``
                   unset: ``$LITELLM_BASE_URL`` (with ``$LITELLM_API_KEY``), as the reference hands agents
     api           "openai" (Chat Completions, default) | "anthropic" (Messages)
     api_key       write-only: reads back masked, never logged, never in the trajectory or an error
+    model_headers the endpoint's [model.headers], sent with each model request; write-only like api_key
+                  (for the env's endpoint, $LITELLM_EXTRA_HEADERS too)
     max_steps     model calls per turn (default 20); past it the turn fails with tool_loop.max_steps
     temperature   sampling temperature (unset: the endpoint's default)
     max_tokens    per model call (unset: the provider's default)
@@ -38,7 +40,7 @@ from typing import Any, Literal, cast
 from pydantic import Field, field_validator
 
 from .base import Agent
-from .model_config import ModelEndpointConfig
+from .model_config import ModelEndpointConfig, request_headers
 from .types import ErrorType, TaskRequest, TaskResult, Usage
 
 TRAJECTORY_FORMAT = "agentenv-tool-loop/1"
@@ -209,11 +211,12 @@ class ToolLoopAgent(Agent):
         log.append({"type": "turn", "input": request.text, "data": request.data,
                     "history_messages": len(history)})
         key: str | None = None
+        header_values = [value.get_secret_value() for value in cfg.model_headers.values()]
         try:
             base_url, key = self._endpoint(cfg)
             result, turn_messages = await self._turn(request, cfg, base_url, key, history)
         except _Fail as f:
-            message = mask_known_secrets(f.message, [key] if key else [])
+            message = mask_known_secrets(f.message, ([key] if key else []) + header_values)
             log.append({"type": "fail", "code": f.code, "message": message, "error_type": f.error_type})
             return TaskResult.failure(f.code, message, error_type=f.error_type)
         self._history[request.context_id] = history + turn_messages
@@ -229,8 +232,8 @@ class ToolLoopAgent(Agent):
         if not cfg.model:
             raise _Fail("tool_loop.not_configured", "no model: set the config field model (agent-config/v1)")
         try:
-            provider = make_provider(cfg.api, base_url, api_key=key, timeout_s=cfg.request_timeout_s,
-                                     max_retries=cfg.max_retries)
+            provider = make_provider(cfg.api, base_url, api_key=key, headers=request_headers(cfg),
+                                     timeout_s=cfg.request_timeout_s, max_retries=cfg.max_retries)
         except Exception as exc:  # a config problem (bad URL): say so, masked
             raise _Fail("tool_loop.not_configured", getattr(exc, "message", str(exc))) from None
         user_text = request.text

@@ -325,7 +325,7 @@ class DeployAgentStep(Step):
                           max_retries=endpoint.max_retries, request_timeout_s=endpoint.timeout_s)
             if endpoint.api_key:
                 config["api_key"] = endpoint.api_key
-            if endpoint.headers and agent_id != "tool-loop":  # a coding-CLI agent's model proxy sends them
+            if endpoint.headers:  # write-only on the agent's side, as the key
                 config["model_headers"] = dict(endpoint.headers)
         for key, value in (("description", self.agent_description), ("role", self.role),
                            ("system_prompt", self.system_prompt), ("model", self._model(ctx))):

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
-from pydantic import Field, SecretStr, field_serializer, field_validator
+from pydantic import Field
 
 from agentenv_local.procs import kill_group
 
 from ..base import Agent
-from ..model_config import VAULT, ModelEndpointConfig
+from ..model_config import ModelEndpointConfig, request_headers
 from ..types import TaskRequest, TaskResult, TrajectoryLog, Usage
 from .model_proxy import ModelProxy
 
@@ -60,28 +60,6 @@ class CliAgentConfig(ModelEndpointConfig):
     workspace: str | None = None  # the folder the CLI works in (default: a private folder per agent)
     allowed_tools: list[str] | None = None  # None: the harness's default tool set (plus every MCP server's)
     env_vars: dict[str, str] = Field(default_factory=dict)  # more variables for the CLI (not secrets: shown)
-    # [model.headers] of the endpoint: only the model proxy sends them (never the CLI's environment); each value
-    # is write-only like api_key (it may be a credential)
-    model_headers: dict[str, SecretStr] = Field(default_factory=dict)
-
-    @field_validator("model_headers", mode="before")
-    @classmethod
-    def _unmask_headers(cls, value: Any) -> Any:
-        if not isinstance(value, dict):
-            return value
-        out = {}
-        for name, given in value.items():
-            if isinstance(given, str) and given.startswith("***"):
-                known = VAULT.key(given)
-                if known is None:
-                    raise ValueError(f"model_headers.{name}: a masked value this agent did not issue; send the value")
-                given = known
-            out[name] = given
-        return out
-
-    @field_serializer("model_headers", when_used="json")
-    def _mask_headers(self, value: dict[str, SecretStr]) -> dict[str, str]:
-        return {name: VAULT.handle(v.get_secret_value()) for name, v in value.items()}
 
 
 @dataclass
@@ -170,22 +148,9 @@ class CliAgent(Agent):
         """The headers the model proxy adds: agent-config's model_headers (deploy_agent sends the endpoint's
         [model.headers]), after, for the env's endpoint, LITELLM_EXTRA_HEADERS (a JSON object, as the reference
         hands them)."""
-        from agentenv_local.models.base import ModelError, check_headers
-
-        own = {name: value.get_secret_value() for name, value in cfg.model_headers.items()}
-        raw = os.environ.get("LITELLM_EXTRA_HEADERS") if not cfg.base_url else None
-        headers: Any = {}
-        if raw:
-            try:
-                headers = json.loads(raw)
-            except ValueError:
-                headers = None
-            if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-                raise CliAgentError(f"{self.name}.bad_model_headers",
-                                    "LITELLM_EXTRA_HEADERS is not a JSON object of string values")
         try:
-            return check_headers({**{str(k): v for k, v in headers.items()}, **own}, "model_headers")
-        except ModelError as exc:
+            return request_headers(cfg)
+        except ValueError as exc:
             raise CliAgentError(f"{self.name}.bad_model_headers", str(exc)) from None
 
     async def shutdown(self) -> None:

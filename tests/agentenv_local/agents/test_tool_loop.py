@@ -236,6 +236,12 @@ def test_not_configured_and_masked_handle_round_trip():
     assert ToolLoopConfig.model_validate(dumped).api_key.get_secret_value() == KEY
     with pytest.raises(ValueError, match="did not issue"):
         ToolLoopConfig(api_key="***0000")
+    headers = ToolLoopConfig(model_headers={"X-Team": "team-secret"})  # write-only like the key
+    assert "team-secret" not in json.dumps(headers.model_dump(mode="json")) and "team-secret" not in repr(headers)
+    again = ToolLoopConfig.model_validate(headers.model_dump(mode="json"))
+    assert again.model_headers["X-Team"].get_secret_value() == "team-secret"
+    with pytest.raises(ValueError, match="did not issue"):
+        ToolLoopConfig(model_headers={"X-Team": "***0000"})
 
     async def go(base):
         async with A2AClient(base) as client:

@@ -87,6 +87,21 @@ def test_run_flags_choose_each_roles_model_and_are_recorded(project, served):
     assert "sk-test-o3-models" not in json.dumps(run)
 
 
+
+def test_the_endpoints_headers_reach_every_model_request_and_no_stored_byte(project, served):
+    """[model.headers]: the tool-loop solver and customer send them with their model requests (deploy_agent hands
+    them over as write-only model_headers), as the judge does; the run stores neither the values nor the key."""
+    server, _ = served
+    value = "team-header-value-7f3a"
+    config = project.root / ".agentenv" / "config.toml"
+    config.write_text(config.read_text() + f'[model.headers]\nX-Team = "{value}"\n')
+    [run] = project.json("run", "./b")
+    assert run["status"] == "passed", run
+    assert set(models_by_role(server.requests)) == {"solver", "customer", "judge"}
+    assert {request.headers.get("x-team") for request in server.requests} == {value}
+    shown = project.cli("runs", "show", run["run_id"], "--json").stdout
+    assert value not in shown and "sk-test-o3-models" not in shown
+
 def test_task_run_and_eval_run_take_the_flags_and_the_agent_model_alias(project, served):
     server, _ = served
     project.cli("task", "create", "b/tasks/t.json", "--id", "t1")
