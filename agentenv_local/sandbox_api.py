@@ -258,6 +258,11 @@ class SandboxProvider(abc.ABC):
         """The image that runs agentenv itself (container agents and envs), built first when needed."""
         raise self._cannot("provide the agentenv runtime image")
 
+    def prune_older_images(self, keep: str) -> builtins.list[str]:
+        """Untag the other automatic (digest-tagged) versions of `keep`'s image: best effort, one that a
+        container uses or another image is built FROM stays. Answers the refs that went."""
+        raise self._cannot("prune images")
+
     def logs(self, sandbox_id: str, tail: int = 200) -> str:
         """What a sandbox's main process printed."""
         raise ProviderCannot(f"{self.name} sandboxes keep no logs", hint="exec into it instead")

@@ -803,6 +803,14 @@ class PodmanSandboxProvider(SandboxProvider):
 
         return ensure_runtime_image(self.config, on_line=on_line)
 
+    def prune_older_images(self, keep: str) -> builtins.list[str]:
+        from .runtime_image import prune_older
+
+        repo, _, version = keep.rpartition(":")
+        if not repo.startswith(images.REPO + "/") or not version:
+            raise AgentenvError(f"not an agentenv image ref: {keep!r}", hint=f"a ref like {images.REPO}/NAME:VERSION")
+        return prune_older(repo.removeprefix(images.REPO + "/"), keep, self.config)
+
     # -- closing ------------------------------------------------------------------------------
     async def aclose(self) -> None:
         """With the hub: empty the warm pool, close channels. The Podman service is left running for the

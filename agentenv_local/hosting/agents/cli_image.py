@@ -256,7 +256,21 @@ def _ensure(provider: Any, agent: str, on_line: Callable[[str], None] | None) ->
             raise AgentImageError(f"building the {agent} CLI-agent image failed: {exc.message}",
                                   problems=getattr(exc, "problems", None),
                                   hint="see the build's output above") from exc
+    _prune_replaced(provider, str(built["ref"]), runtime)
     return str(built["ref"])
+
+
+def _prune_replaced(provider: Any, ref: str, runtime: str) -> None:
+    """A new agent image replaces its older versions (about 1 GB each), and with them goes what kept older
+    runtime images from being untagged (an image another is built FROM stays): untag both, best effort."""
+    prune = getattr(provider, "prune_older_images", None)
+    if prune is None:
+        return
+    for keep in (ref, runtime):
+        try:
+            prune(keep)
+        except AgentenvError:
+            return
 
 
 def _openhands_context(context: Path) -> None:

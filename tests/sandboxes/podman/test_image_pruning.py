@@ -1,0 +1,105 @@
+"""Older automatic versions of an image are untagged when a newer one replaces them (a CLI-agent image is about
+1 GB, and every source change makes a new one): real Podman builds of a tiny image, the provider's
+prune_older_images, and ensure_agent_image's prune after a build."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentenv_local.errors import AgentenvError
+from agentenv_local.hosting.agents import cli_image
+from sandboxes.podman import images
+from sandboxes.podman.engine import run_podman
+
+
+def _version() -> str:
+    return secrets.token_hex(8)  # what an automatic (digest) version looks like: 16 hex digits
+
+
+def _build(name: str, version: str, base: str, context: Path, note: str) -> str:
+    context.mkdir(parents=True, exist_ok=True)
+    (context / "Containerfile").write_text(f"ARG BASE\nFROM ${{BASE}}\nLABEL probe.note={note}\n")
+    return str(images.build(name, version, context, build_args={"BASE": base}, network=False)["ref"])
+
+
+def _tags(name: str) -> set[str]:
+    return {tag for row in images.list_images() if row["name"] == name for tag in row["tags"]}
+
+
+@pytest.fixture
+def probe_name() -> Any:
+    """A fresh image name; every image named after it goes at the end (children first)."""
+    name = f"prune-probe-{secrets.token_hex(3)}"
+    yield name
+    rows = [row for row in images.list_images() if (row["name"] or "").startswith(name)]
+    for row in sorted(rows, key=lambda row: -len(row["name"])):
+        for tag in row["tags"]:
+            run_podman(["rmi", "-f", tag], {}, timeout=120)
+
+
+def test_older_automatic_versions_go_a_named_one_and_a_parent_stay(provider_factory, podman_base_image,
+                                                                     probe_name, tmp_path):
+    provider = provider_factory()
+    old, parent, new = _version(), _version(), _version()
+    old_ref = _build(probe_name, old, podman_base_image, tmp_path / "old", "old")
+    parent_ref = _build(probe_name, parent, podman_base_image, tmp_path / "parent", "parent")
+    child_ref = _build(f"{probe_name}-child", _version(), parent_ref, tmp_path / "child", "child")
+    named_ref = _build(probe_name, "v1", podman_base_image, tmp_path / "named", "named")
+    new_ref = _build(probe_name, new, podman_base_image, tmp_path / "new", "new")
+
+    gone = provider.prune_older_images(new_ref)
+
+    assert gone == [old_ref]
+    assert _tags(probe_name) == {parent_ref, named_ref, new_ref}  # FROM of another image; not automatic; kept
+    run_podman(["rmi", child_ref], {}, timeout=120)
+    assert provider.prune_older_images(new_ref) == [parent_ref]  # nothing is built FROM it any more
+    with pytest.raises(AgentenvError, match="not an agentenv image ref"):
+        provider.prune_older_images("docker.io/library/debian:12")
+
+
+class _Provider:
+    """The Podman provider with a runtime image of the test's own (a probe image), its prunes recorded."""
+
+    def __init__(self, provider: Any, runtime: str) -> None:
+        self.provider, self.runtime = provider, runtime
+        self.pruned: list[str] = []
+
+    def runtime_image(self, on_line: Any = None) -> str:
+        return self.runtime
+
+    def list_images(self) -> list[dict[str, Any]]:
+        return list(self.provider.list_images())
+
+    def build_image(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return dict(self.provider.build_image(*args, **kwargs))
+
+    def prune_older_images(self, keep: str) -> list[str]:
+        self.pruned.append(keep)
+        return list(self.provider.prune_older_images(keep))
+
+
+def test_a_new_agent_image_untags_the_one_it_replaces(provider_factory, podman_base_image, probe_name,
+                                                      tmp_path, monkeypatch):
+    """ensure_agent_image, after a build, prunes the agent image's older versions, then the runtime's."""
+    runtime_name = f"{probe_name}-runtime"
+    older_runtime = _build(runtime_name, _version(), podman_base_image, tmp_path / "rt-old", "rt-old")
+    runtime = _build(runtime_name, _version(), podman_base_image, tmp_path / "rt", "rt")
+    older = _build(probe_name, _version(), older_runtime, tmp_path / "older", "older")  # keeps older_runtime
+    provider = _Provider(provider_factory(), runtime)
+    monkeypatch.setattr(cli_image, "cli_cache", lambda agent: tmp_path / "cache")
+    monkeypatch.setattr(cli_image, "agent_image_name", lambda agent: probe_name)
+    monkeypatch.setattr(cli_image, "containerfile", lambda agent: "ARG RUNTIME\nFROM ${RUNTIME}\n")
+    monkeypatch.setattr(cli_image, "node_binary", lambda: Path("/bin/true"))
+    monkeypatch.setattr(cli_image, "node_libraries", lambda node: [])
+    monkeypatch.setattr(cli_image, "_copy_tree", lambda source, into, ignore=(): into.mkdir())
+    assert _tags(runtime_name) == {older_runtime, runtime}
+
+    built = cli_image.ensure_agent_image(provider, "codex")
+
+    assert provider.pruned == [built, runtime]
+    assert _tags(probe_name) == {built} and older != built
+    assert _tags(runtime_name) == {runtime}  # no image was built FROM it any more
