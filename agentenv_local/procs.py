@@ -4,7 +4,9 @@ environment; reading the address a spawned server announces.
 Shared by the process sandbox and by steps that run helpers on the host (run_code); `announced_url` by whatever
 spawns an env or agent server with `--port 0` (agent hosting, the gateway's subprocess children); `start_logged`,
 `pid_alive` and `stop_group` by the hub's env hosting (agentenv_local.hosting.envs), which starts long-lived servers
-in their own sessions and stops them, or what a dead hub left of them, by process group.
+in their own sessions and stops them, or what a dead hub left of them, by process group; `tagged_pids` and
+`kill_tagged` by sandbox providers (process, and plugins such as examples/plugins/bwrap) to find and kill every
+process of a sandbox by the TAG_VAR each carries.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ",
                         "PYTHONPATH", "VIRTUAL_ENV"})
 _ANNOUNCE = re.compile(r"serving on (http://\S+)")
+# Every process a sandbox provider starts carries TAG_VAR=<sandbox id> in its environment, so that a terminate
+# (from any process, after a crash too) finds and kills all of them, the ones that left the group included.
+TAG_VAR = "AGENTENV_SANDBOX"
 
 
 def host_env() -> dict[str, str]:
@@ -135,3 +140,58 @@ async def run_process(argv: list[str], *, cwd: str | Path, env: dict[str, str],
             code = 128 - code
         return ExecResult(code, _read_capped(out), _read_capped(err), timed_out=timed_out,
                           duration_s=time.monotonic() - started)
+
+
+# -- finding a sandbox's processes ------------------------------------------------------------
+def tagged_pids(sandbox_id: str) -> list[int]:
+    """Pids whose environment has AGENTENV_SANDBOX=<sandbox_id> (best effort; unreadable ones skipped)."""
+    tag = f"{TAG_VAR}={sandbox_id}"
+    me = os.getpid()
+    pids: list[int] = []
+    if os.path.isdir("/proc"):
+        raw_tag = tag.encode()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:  # gone meanwhile, or another user's
+                continue
+            if raw_tag in environ.split(b"\0"):
+                pids.append(int(entry.name))
+        return pids
+    # No /proc (macOS): BSD `ps e` prints each process's environment after its command.
+    try:
+        listing = subprocess.run(["ps", "eww", "-A", "-o", "pid=", "-o", "command="], capture_output=True,
+                                 text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return pids
+    for line in listing.splitlines():
+        pid_text, _, rest = line.strip().partition(" ")
+        if pid_text.isdigit() and int(pid_text) != me and re.search(rf"(^|\s){re.escape(tag)}(\s|$)", rest):
+            pids.append(int(pid_text))
+    return pids
+
+
+def kill_tagged(sandbox_id: str, rounds: int = 10) -> int:
+    """SIGKILL every process tagged with the sandbox id; rescan until two scans in a row find none (a process
+    in the middle of an exec shows an empty environment for an instant, so one empty scan proves nothing).
+    Returns the count."""
+    killed: set[int] = set()
+    empty_scans = 0
+    for _ in range(rounds):
+        pids = tagged_pids(sandbox_id)
+        if not pids:
+            empty_scans += 1
+            if empty_scans == 2:
+                break
+            time.sleep(0.02)
+            continue
+        empty_scans = 0
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.05)
+    return len(killed)

@@ -26,8 +26,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ from typing import Any, ClassVar, Literal
 from agentenv_local import nofollow
 from agentenv_local.errors import AgentenvError, NotFoundError, StepError
 from agentenv_local.paths import private_dir
-from agentenv_local.procs import host_env, run_process
+from agentenv_local.procs import TAG_VAR, host_env, kill_tagged, run_process, tagged_pids  # noqa: F401 (re-exported)
 from agentenv_local.sandbox_api import (
     app_relative,
     contained_path,
@@ -50,7 +48,6 @@ from .base import ExecResult, Sandbox, SandboxProvider, SandboxSpec
 
 APP = "/app"
 META_FILE = ".sandbox.json"
-TAG_VAR = "AGENTENV_SANDBOX"
 SANDBOX_ID_RE = re.compile(r"^process-[0-9a-f]{12}$")
 # `/app` as the first component of an absolute path: not `/application`, `x/app` or `http://h/app`.
 _APP_RE = re.compile(r"(?<![\w./~-])/app(?![\w.-])")
@@ -87,61 +84,6 @@ def plain_path(folder: Path) -> Path:
         os.symlink(folder, tmp)
         os.replace(tmp, link)
     return link
-
-
-# -- finding a sandbox's processes ------------------------------------------------------------
-def tagged_pids(sandbox_id: str) -> list[int]:
-    """Pids whose environment has AGENTENV_SANDBOX=<sandbox_id> (best effort; unreadable ones skipped)."""
-    tag = f"{TAG_VAR}={sandbox_id}"
-    me = os.getpid()
-    pids: list[int] = []
-    if os.path.isdir("/proc"):
-        raw_tag = tag.encode()
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == me:
-                continue
-            try:
-                with open(f"/proc/{entry.name}/environ", "rb") as f:
-                    environ = f.read()
-            except OSError:  # gone meanwhile, or another user's
-                continue
-            if raw_tag in environ.split(b"\0"):
-                pids.append(int(entry.name))
-        return pids
-    # No /proc (macOS): BSD `ps e` prints each process's environment after its command.
-    try:
-        listing = subprocess.run(["ps", "eww", "-A", "-o", "pid=", "-o", "command="], capture_output=True,
-                                 text=True, timeout=10, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return pids
-    for line in listing.splitlines():
-        pid_text, _, rest = line.strip().partition(" ")
-        if pid_text.isdigit() and int(pid_text) != me and re.search(rf"(^|\s){re.escape(tag)}(\s|$)", rest):
-            pids.append(int(pid_text))
-    return pids
-
-
-def kill_tagged(sandbox_id: str, rounds: int = 10) -> int:
-    """SIGKILL every process tagged with the sandbox id; rescan until two scans in a row find none (a process
-    in the middle of an exec shows an empty environment for an instant, so one empty scan proves nothing).
-    Returns the count."""
-    killed: set[int] = set()
-    empty_scans = 0
-    for _ in range(rounds):
-        pids = tagged_pids(sandbox_id)
-        if not pids:
-            empty_scans += 1
-            if empty_scans == 2:
-                break
-            time.sleep(0.02)
-            continue
-        empty_scans = 0
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-        time.sleep(0.05)
-    return len(killed)
 
 
 # -- metadata -------------------------------------------------------------------------------

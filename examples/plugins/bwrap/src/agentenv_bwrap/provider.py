@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agentenv_local.errors import NotFoundError, StepError
-from agentenv_local.procs import run_process
+from agentenv_local.procs import TAG_VAR, kill_tagged, run_process
 from agentenv_local.sandbox_api import (
     ExecResult,
     Sandbox,
@@ -33,7 +33,6 @@ from agentenv_local.sandbox_api import (
     read_host_file,
     write_host_file,
 )
-from sandboxes.process import TAG_VAR, kill_tagged
 
 from .command import Limits, bwrap_argv
 
