@@ -269,7 +269,8 @@ class DeployAgentStep(Step):
                                reaches: list[str | None]) -> Any:
         """The agent in a Podman container: the image's own A2A server (A2A_PORT), or for built-in and
         module agents `python -m agentenv_local.agents SPEC` in the env runtime image. A coding-CLI agent whose
-        endpoints (`reaches`) are all on this machine gets no network but those (hosting/agents/agent_net.py)."""
+        endpoints (`reaches`) are on this machine or https elsewhere gets no network but those
+        (hosting/agents/agent_net.py)."""
         from agentenv_local.hosting.agents import agent_net
         from agentenv_local.hosting.agents.hosted import ContainerAgent, cli_agent_image
         from agentenv_local.sandbox_api import SandboxSpec
@@ -282,23 +283,24 @@ class DeployAgentStep(Step):
             cli_image = await asyncio.to_thread(cli_agent_image, provider, stored["spec"])
             image = cli_image or await asyncio.to_thread(provider.runtime_image)
             command = [*serve, "--host", "0.0.0.0", "--port", "8000"]
-        ports = agent_net.loopback_ports(reaches) if cli_image else None
+        plan = agent_net.network_plan(reaches) if cli_image else None
         net_env: dict[str, str] = {}
-        if ports is not None:  # network none; the relay carries the agent's A2A port and `ports`
-            inner = agent_net.agent_port(ports)
-            command = agent_net.inside_command([*serve, "--host", "127.0.0.1", "--port", str(inner)], ports, inner)
-            net_env = {"A2A_HOST": "127.0.0.1", "A2A_PORT": str(inner)}
+        if plan is not None:  # network none; the relay carries the agent's A2A port, the plan's ports and tunnel
+            inner = plan.agent_port
+            command = agent_net.inside_command([*serve, "--host", "127.0.0.1", "--port", str(inner)],
+                                               plan.inside_ports, inner)
+            net_env = plan.env_vars
         spec = SandboxSpec(name=f"agent-{self.agent_name}", mode="container", image=image, command=command,
-                           exposed_ports=[] if ports is not None else [8000], host_access=ports is None,
+                           exposed_ports=[] if plan is not None else [8000], host_access=plan is None,
                            run_id=ctx.run_id,
                            env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **net_env, **stored["env_vars"],
                                      **self.env_vars},
                            labels={"agentenv.run": ctx.run_id, "agentenv.agent-instance": instance_id})
         sandbox = await provider.create(spec)
-        if ports is not None:
+        if plan is not None:
             net = None
-            try:
-                net = agent_net.AgentNet(getattr(sandbox, "app_dir", None), ports)  # Podman's: a folder here
+            try:  # the sandbox's /app: Podman's is a folder here
+                net = agent_net.AgentNet(getattr(sandbox, "app_dir", None), plan.ports, plan.tunnels, plan.proxy_port)
                 url = await net.start()
             except BaseException:
                 if net is not None:
