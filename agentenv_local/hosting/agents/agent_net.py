@@ -128,10 +128,15 @@ async def _bridge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     except OSError:
         writer.close()
         return
+    await _join((reader, writer), (other_reader, other_writer))
+
+
+async def _join(one: Streams, other: Streams) -> None:
+    """Carry bytes both ways until both directions end; then close both."""
     try:
-        await asyncio.gather(_pipe(reader, other_writer), _pipe(other_reader, writer))
+        await asyncio.gather(_pipe(one[0], other[1]), _pipe(other[0], one[1]))
     finally:
-        for w in (writer, other_writer):
+        for w in (one[1], other[1]):
             with contextlib.suppress(Exception):
                 w.close()
 
@@ -173,12 +178,7 @@ async def connect_tunnel(reader: asyncio.StreamReader, writer: asyncio.StreamWri
     except OSError as exc:
         return _answer(writer, "502 Bad Gateway", f"{parts[1]} could not be reached: {type(exc).__name__}")
     writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-    try:
-        await asyncio.gather(_pipe(reader, other_writer), _pipe(other_reader, writer))
-    finally:
-        for w in (writer, other_writer):
-            with contextlib.suppress(Exception):
-                w.close()
+    await _join((reader, writer), (other_reader, other_writer))
     return None
 
 
