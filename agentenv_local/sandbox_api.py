@@ -259,8 +259,9 @@ class SandboxProvider(abc.ABC):
         raise self._cannot("provide the agentenv runtime image")
 
     def prune_older_images(self, keep: str) -> builtins.list[str]:
-        """Untag the other automatic (digest-tagged) versions of `keep`'s image: best effort, one that a
-        container uses or another image is built FROM stays. Answers the refs that went."""
+        """Untag the other automatic (digest-tagged) versions of `keep`'s image, best effort: one a container
+        uses stays; one another image is built FROM loses its name, its layers staying for that image. Answers
+        the refs that went."""
         raise self._cannot("prune images")
 
     def logs(self, sandbox_id: str, tail: int = 200) -> str:

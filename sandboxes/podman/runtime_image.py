@@ -200,7 +200,8 @@ _AUTO_VERSION = re.compile(r"[0-9a-f]{16}")
 
 def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> list[str]:
     """Untag the other digest-tagged (automatic) versions of localhost/agentenv/NAME. `podman rmi` without
-    force: one that a container uses, or that an image is built FROM, stays. Answers what went."""
+    force: one that a container uses stays; one an image is built FROM loses its name, and Podman frees its
+    layers with the last such image. Answers what went."""
     from .engine import run_podman
 
     gone: list[str] = []

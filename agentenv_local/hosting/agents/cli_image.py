@@ -261,8 +261,8 @@ def _ensure(provider: Any, agent: str, on_line: Callable[[str], None] | None) ->
 
 
 def _prune_replaced(provider: Any, ref: str, runtime: str) -> None:
-    """A new agent image replaces its older versions (about 1 GB each), and with them goes what kept older
-    runtime images from being untagged (an image another is built FROM stays): untag both, best effort."""
+    """A new agent image replaces its older versions (about 1 GB each); untag them, then the runtime image's
+    older versions (whose layers Podman frees once no image built FROM them is left), best effort."""
     prune = getattr(provider, "prune_older_images", None)
     if prune is None:
         return

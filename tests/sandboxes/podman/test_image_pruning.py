@@ -4,6 +4,7 @@ prune_older_images, and ensure_agent_image's prune after a build."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from agentenv_local.errors import AgentenvError
 from agentenv_local.hosting.agents import cli_image
+from agentenv_local.sandbox_api import SandboxSpec
 from sandboxes.podman import images
 from sandboxes.podman.engine import run_podman
 
@@ -41,22 +43,31 @@ def probe_name() -> Any:
             run_podman(["rmi", "-f", tag], {}, timeout=120)
 
 
-def test_older_automatic_versions_go_a_named_one_and_a_parent_stay(provider_factory, podman_base_image,
-                                                                     probe_name, tmp_path):
+def test_older_automatic_versions_go_but_not_a_named_one_or_one_a_container_runs(provider_factory, podman_base_image,
+                                                                                 probe_name, tmp_path):
     provider = provider_factory()
-    old, parent, new = _version(), _version(), _version()
-    old_ref = _build(probe_name, old, podman_base_image, tmp_path / "old", "old")
-    parent_ref = _build(probe_name, parent, podman_base_image, tmp_path / "parent", "parent")
+    old_ref = _build(probe_name, _version(), podman_base_image, tmp_path / "old", "old")
+    parent_ref = _build(probe_name, _version(), podman_base_image, tmp_path / "parent", "parent")
     child_ref = _build(f"{probe_name}-child", _version(), parent_ref, tmp_path / "child", "child")
+    in_use_ref = _build(probe_name, _version(), podman_base_image, tmp_path / "in-use", "in-use")
     named_ref = _build(probe_name, "v1", podman_base_image, tmp_path / "named", "named")
-    new_ref = _build(probe_name, new, podman_base_image, tmp_path / "new", "new")
+    new_ref = _build(probe_name, _version(), podman_base_image, tmp_path / "new", "new")
 
-    gone = provider.prune_older_images(new_ref)
+    async def go() -> tuple[set[str], set[str], set[str]]:
+        sandbox = await provider.create(SandboxSpec(name="in-use", mode="container", image=in_use_ref,
+                                                    command=["sleep", "600"]))
+        try:
+            gone = set(provider.prune_older_images(new_ref))
+            return gone, _tags(probe_name), _tags(f"{probe_name}-child")
+        finally:
+            await sandbox.terminate()
 
-    assert gone == [old_ref]
-    assert _tags(probe_name) == {parent_ref, named_ref, new_ref}  # FROM of another image; not automatic; kept
-    run_podman(["rmi", child_ref], {}, timeout=120)
-    assert provider.prune_older_images(new_ref) == [parent_ref]  # nothing is built FROM it any more
+    gone, left, children = asyncio.run(go())
+    # The parent's name goes too; Podman keeps its layers for the image built FROM it, which still runs.
+    assert gone == {old_ref, parent_ref}
+    assert left == {in_use_ref, named_ref, new_ref} and children == {child_ref}
+    assert run_podman(["run", "--rm", child_ref, "true"], {}, timeout=120).returncode == 0
+    assert provider.prune_older_images(new_ref) == [in_use_ref]  # no container runs it any more
     with pytest.raises(AgentenvError, match="not an agentenv image ref"):
         provider.prune_older_images("docker.io/library/debian:12")
 
@@ -88,7 +99,7 @@ def test_a_new_agent_image_untags_the_one_it_replaces(provider_factory, podman_b
     runtime_name = f"{probe_name}-runtime"
     older_runtime = _build(runtime_name, _version(), podman_base_image, tmp_path / "rt-old", "rt-old")
     runtime = _build(runtime_name, _version(), podman_base_image, tmp_path / "rt", "rt")
-    older = _build(probe_name, _version(), older_runtime, tmp_path / "older", "older")  # keeps older_runtime
+    older = _build(probe_name, _version(), older_runtime, tmp_path / "older", "older")  # built FROM the older one
     provider = _Provider(provider_factory(), runtime)
     monkeypatch.setattr(cli_image, "cli_cache", lambda agent: tmp_path / "cache")
     monkeypatch.setattr(cli_image, "agent_image_name", lambda agent: probe_name)
@@ -102,4 +113,4 @@ def test_a_new_agent_image_untags_the_one_it_replaces(provider_factory, podman_b
 
     assert provider.pruned == [built, runtime]
     assert _tags(probe_name) == {built} and older != built
-    assert _tags(runtime_name) == {runtime}  # no image was built FROM it any more
+    assert _tags(runtime_name) == {runtime}
