@@ -24,6 +24,8 @@ from kits.hub import (
 )
 from kits.ray_cluster import require_ray, start_cluster, stop_cluster
 
+pytestmark = pytest.mark.timeout(600)  # a test's own waits (a run starting, a worker lost) add up past the default
+
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "examples" / "support"
 VOLATILE = {"run_id", "created_at", "started_at", "finished_at", "duration_s", "owner", "rev", "executor",
@@ -110,6 +112,8 @@ def test_a_run_whose_worker_is_killed_finishes_on_another(cluster, project, tmp_
     bundle = slow_bundle(tmp_path, marker)
     bg = Background(project, "run", str(bundle), *ray_flags(cluster), env=env())
     try:
+        bg.wait_to_be_hub()
+
         def worker_pid():
             rows = runs_json(project, env=env())
             if not rows:
@@ -138,6 +142,7 @@ def test_cancelling_a_ray_run_tears_it_down(cluster, project, tmp_path):
     bundle = slow_bundle(tmp_path, marker)
     bg = Background(project, "run", str(bundle), *ray_flags(cluster), env=env())
     try:
+        bg.wait_to_be_hub()
         run_id = wait_until(lambda: next((r["run_id"] for r in runs_json(project, env=env())
                                           if r["status"] == "running"), None), 180, what="the run to start")
         wait_until(lambda: (show_json(project, run_id, env=env()).get("steps") or {}).get("wait", {})

@@ -52,7 +52,7 @@ class Background:
         out_dir = Path(out_dir or cwd.parent / f"{cwd.name}-out")
         out_dir.mkdir(parents=True, exist_ok=True)
         stem = f"{Background._count:03d}-{args[0] if args else 'agentenv'}"
-        self.args = args
+        self.args, self.cwd = args, cwd
         self.stdout_path = out_dir / f"{stem}.out"
         self.stderr_path = out_dir / f"{stem}.err"
         self._out = open(self.stdout_path, "wb")
@@ -83,6 +83,13 @@ class Background:
             self._out.close()
             self._err.close()
         return rc
+
+    def wait_to_be_hub(self, timeout: float = 60) -> None:
+        """Until this command is the project's hub. A command a test runs before that may become the hub itself,
+        and then (as the hub does) serve this one to its end before it exits: a test that polls `runs list`
+        while a long run starts waits first."""
+        wait_until(lambda: (hub_info(self.cwd) or {}).get("pid") == self.pid, timeout,
+                   what=f"`agentenv {' '.join(self.args[:2])}` to be the hub")
 
     def expect(self, rc: int = 0, timeout: float = 120) -> "Background":
         got = self.wait(timeout)

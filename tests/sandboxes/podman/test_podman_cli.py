@@ -16,7 +16,6 @@ from kits.hub import (
     cli,
     deploy,
     gate,
-    hub_info,
     run_id_of,
     show_json,
     step_status,
@@ -74,7 +73,7 @@ def test_kept_sandbox_exec_logs_and_prune_after_kill9(project, tmp_path):
         deploy(sandbox_type="podman"), bash_check("wait", gate(Path("/app/never"), 120), sandbox_name="box")]})
     run = Background(project, "run", "./crashy", "--sandbox", "podman", env=clean_env())
     try:
-        wait_until(lambda: (hub_info(project) or {}).get("pid") == run.pid, what="`agentenv run` to be the hub")
+        run.wait_to_be_hub()
         run_id = run_id_of(run, project, "crashy")
         wait_until(lambda: step_status(show_json(project, run_id), "wait") == "running", timeout=120,
                    what="the run to reach its slow step")
