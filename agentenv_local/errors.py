@@ -7,6 +7,16 @@ next thing to try; `problems` lists several findings reported at once (validatio
 from __future__ import annotations
 
 
+def describe(exc: BaseException) -> str:
+    """`Type: message` of an unexpected exception, for a result or a log line. An exception group (anyio's task
+    groups wrap what failed inside one, e.g. an MCP client's transport) is told by the exceptions in it, so the
+    cause shows rather than "unhandled errors in a TaskGroup"."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return "; ".join(describe(inner) for inner in exc.exceptions)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class AgentenvError(Exception):
     """Base for expected failures: shown as `Error: ...` with exit code `exit_code`."""
 

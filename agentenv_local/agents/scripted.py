@@ -50,6 +50,8 @@ import time
 import uuid
 from typing import Any
 
+from agentenv_local.errors import describe
+
 from .base import Agent
 from .types import (
     END_CONVERSATION_KEY,
@@ -464,7 +466,7 @@ class ScriptedAgent(Agent):
         except _Fail:
             raise
         except Exception as e:  # an MCP-level error is the tool call's outcome
-            value, text, is_error = None, f"{type(e).__name__}: {e}", True
+            value, text, is_error = None, describe(e), True
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         state["tool_calls"] += 1
         log.append({"type": "tool_call", "server": server, "tool": tool, "args": args,

@@ -39,6 +39,8 @@ from typing import Any, Literal, cast
 
 from pydantic import Field, field_validator
 
+from agentenv_local.errors import describe
+
 from .base import Agent
 from .model_config import ModelEndpointConfig, request_headers
 from .types import ErrorType, TaskRequest, TaskResult, Usage
@@ -268,7 +270,7 @@ class ToolLoopAgent(Agent):
             await tools.load()
         except Exception as exc:  # an env that cannot be listed is an infra problem
             raise _Fail("tool_loop.mcp_unavailable", f"could not list the tools of the registered MCP "
-                                                     f"servers: {type(exc).__name__}: {exc}",
+                                                     f"servers: {describe(exc)}",
                         "infra_error") from None
         log.append({"type": "tools", "tools": [{"name": n, "server": s, "tool": t}
                                                for n, (s, t) in tools.routes.items()]})
@@ -343,7 +345,7 @@ class ToolLoopAgent(Agent):
                 result = await (await tools.client(server)).call_tool(tool, call.arguments)
                 text, is_error = _result_text(result)
             except Exception as exc:  # an MCP-level failure is the call's (error) result
-                text, is_error = f"{type(exc).__name__}: {exc}", True
+                text, is_error = describe(exc), True
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         text = _clip(text)
         log.append({"type": "tool_call", "id": call.id, "name": call.name, "server": server, "tool": tool,
