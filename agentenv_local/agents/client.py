@@ -28,7 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from agentenv_local import jsonrpc
-from agentenv_local.errors import AgentenvError
+from agentenv_local.errors import AgentenvError, describe
 
 from . import wire
 from .types import STRUCTURED_OUTPUT_KEY, DataPart, TextPart, data_of, text_of
@@ -218,11 +218,6 @@ def _is_final(result: dict[str, Any]) -> bool:
     return False
 
 
-def _transport_failure(exc: BaseException) -> str:
-    """What went wrong on the wire: some transport errors (a reset connection) have no message at all."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
 class A2AClient:
     def __init__(self, base_url: str, *, protocol: str | None = None, timeout: float = 30.0,
                  headers: dict[str, str] | None = None, http: Any = None):
@@ -273,7 +268,7 @@ class A2AClient:
             raise A2AError(f"{url} did not answer in time ({type(exc).__name__})",
                            hint="is the agent overloaded or stuck? raise the timeout") from None
         except httpx2.TransportError as exc:
-            raise A2AError(f"cannot reach {url}: {_transport_failure(exc)}",
+            raise A2AError(f"cannot reach {url}: {describe(exc)}",
                            hint="is the agent running at that address?") from None
 
     # --- card -------------------------------------------------------------------------------------------
@@ -432,9 +427,9 @@ class A2AClient:
                            f"({type(exc).__name__})", hint="is the agent overloaded or stuck?") from None
         except httpx2.TransportError as exc:
             if connected:
-                raise A2AError(f"the event stream from {url} broke: {_transport_failure(exc)}",
+                raise A2AError(f"the event stream from {url} broke: {describe(exc)}",
                                hint="is the agent still running?") from None
-            raise A2AError(f"cannot reach {url}: {_transport_failure(exc)}",
+            raise A2AError(f"cannot reach {url}: {describe(exc)}",
                            hint="is the agent running at that address?") from None
 
     def _rpc_reply(self, answer: Any, method: str, req_id: str | None, *, nested_under: str | None = None) -> Any:
