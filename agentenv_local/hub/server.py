@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import socketserver
 import threading
 import time
@@ -109,6 +110,9 @@ class Hub:
 
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
+            # socketserver's default backlog is 5: a burst of commands started together overflowed it (their
+            # connects wait for room now, session.connect_unix, but room they should find)
+            request_queue_size = socket.SOMAXCONN
 
         self._server = Server(str(sock_path), Handler)
         os.chmod(sock_path, 0o600)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import queue
 import socket
+import struct
 import sys
 import threading
 import time
@@ -154,6 +155,31 @@ _TICK_S = 1.0  # how often a waiting client checks that the hub is still alive
 _SEND_TIMEOUT_S = 60.0
 
 
+def connect_unix(path: Path, timeout: float) -> socket.socket:
+    """A connected socket to the hub at `path`, waiting up to `timeout` seconds for room in its listen backlog.
+
+    Not `settimeout()` before `connect()`: that makes the socket non-blocking, and a non-blocking connect to a
+    unix socket whose backlog is full fails at once with EAGAIN ("Resource temporarily unavailable") instead of
+    waiting, which is how 12 commands started together lost runs. A blocking connect waits for room, bounded by
+    SO_SNDTIMEO (the kernel's bound for a unix connect); when that runs out it is a TimeoutError, as before."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        seconds = max(timeout, 0.001)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                        struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000)))
+        try:
+            sock.connect(str(path))
+        except BlockingIOError:
+            raise TimeoutError(f"the hub's socket {path} had no room for a new connection within {timeout:g} s") \
+                from None
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
+        sock.settimeout(timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class _Connection:
     """One socket to the hub. Reads never block for good: while it waits for an answer, it checks
     every second that the hub's process is not stopped (kill -STOP, Ctrl-Z), and every `answer_s`/2
@@ -162,13 +188,7 @@ class _Connection:
     def __init__(self, paths: ProjectPaths, answer_s: float = 5.0, pid: int | None = None):
         # the project's paths, not just the socket's: a deep project's socket is not in its state folder
         self.paths, self.answer_s, self.pid = paths, answer_s, pid
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(answer_s)  # a stopped hub with a full backlog would block connect()
-        try:
-            self.sock.connect(str(paths.socket_file))
-        except BaseException:
-            self.sock.close()
-            raise
+        self.sock = connect_unix(paths.socket_file, answer_s)
         self._buf = bytearray()
         self.lock = threading.Lock()
         self.next_id = 0
@@ -263,10 +283,7 @@ def _stopped(pid: int | None) -> bool:
 def _answers_hello(path: Path, timeout: float) -> bool:
     """Whether the hub answers a hello on a new connection within `timeout` (a busy hub does)."""
     try:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        with sock:
-            sock.connect(str(path))
+        with connect_unix(path, timeout) as sock:
             sock.sendall(wire.encode({"id": 1, "method": "hub.hello", "args": [], "kwargs": {}}))
             return sock.recv(1) != b""  # a hub that is closing hangs up: not stuck either
     except TimeoutError:
