@@ -28,23 +28,29 @@ record() {  # DIR SECONDS: write the install's time and size
   echo "seconds=$2 bytes=$(du -sb "$1" | cut -f1)" > "$1/.install-stats"
 }
 
-if ! command -v npm >/dev/null 2>&1; then
-  echo "warning: npm not found; the coding-agent CLIs are not installed (their tests will be skipped)" >&2
-else
-  for line in "${clis[@]}"; do
-    read -r name pkg version <<<"$line"
-    dir="$cache/$name"
-    [ "$(installed_version "$dir" "$pkg")" = "$version" ] && continue
-    mkdir -p "$dir"
-    start=$(date +%s)
-    if log=$(npm install --prefix "$dir" --no-audit --no-fund --loglevel=error --save-exact "$pkg@$version" 2>&1) \
-        && [ "$(installed_version "$dir" "$pkg")" = "$version" ]; then
-      record "$dir" $(( $(date +%s) - start ))
-    else
-      echo "warning: could not install $pkg@$version into $dir: $(echo "$log" | grep -m1 -i err || echo "$log" | tail -1)" >&2
-    fi
-  done
-fi
+install_npm_clis() {
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "warning: npm not found; the coding-agent CLIs are not installed (their tests will be skipped)" >&2
+  else
+    for line in "${clis[@]}"; do
+      read -r name pkg version <<<"$line"
+      dir="$cache/$name"
+      [ "$(installed_version "$dir" "$pkg")" = "$version" ] && continue
+      mkdir -p "$dir"
+      start=$(date +%s)
+      if log=$(npm install --prefix "$dir" --no-audit --no-fund --loglevel=error --save-exact "$pkg@$version" 2>&1) \
+          && [ "$(installed_version "$dir" "$pkg")" = "$version" ]; then
+        record "$dir" $(( $(date +%s) - start ))
+      else
+        echo "warning: could not install $pkg@$version into $dir: $(echo "$log" | grep -m1 -i err || echo "$log" | tail -1)" >&2
+      fi
+    done
+  fi
+}
+
+# The npm CLIs install while OpenHands' venv (the longest, about three minutes) installs below.
+install_npm_clis &
+npm_pid=$!
 
 # OpenHands (PyPI) in its own venv: it pins its own dependency tree, which must not touch .venv. Its 1.x
 # releases require Python 3.12 exactly (Requires-Python ==3.12.*): found as $PYTHON312 or python3.12.
@@ -71,4 +77,5 @@ else
     echo "warning: could not install openhands==$openhands_version into $venv: $(echo "${log:-}" | grep -m1 -i error || echo "${log:-}" | tail -1)" >&2
   fi
 fi
+wait "$npm_pid"
 exit 0

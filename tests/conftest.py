@@ -4,7 +4,10 @@ from tmp_path (and subprocesses inherit the cleaned environment).
 Runs use the `process` sandbox provider unless a test says otherwise: the default (`auto`) would pick
 Podman wherever it answers, which the Podman tests under tests/sandboxes/podman ask for explicitly.
 
-This folder is on sys.path, so every test imports the shared kits as `from kits.<area> import ...` (tests/kits/)."""
+This folder is on sys.path, so every test imports the shared kits as `from kits.<area> import ...` (tests/kits/).
+
+The suite runs in parallel (pytest-xdist, `--dist loadgroup`, docs/testing.md): tests that share something
+costly or machine-wide run on one worker, in a group named here (`pytest_collection_modifyitems`)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,66 @@ def _stray_project_above(folder: Path) -> Path | None:
     return None
 
 
+# Machine-wide things some tests start and stop, so every test of theirs runs on one worker: Ray (`ray stop
+# --force` ends every Ray process on the machine, and a Ray driver whose cluster went away ends its own process: a
+# pytest worker).
+MACHINE_WIDE_GROUPS = {
+    "tests/executors/": "ray",
+}
+# Modules whose per-session fixtures are safe and cheap to make once per worker, so their slow tests spread over
+# the workers: the coding-CLI agent images are built under a machine-wide lock (sandboxes/podman/images.py
+# build_lock) by the first worker that needs one, and found by their tag by the others.
+SPREAD_OVER_WORKERS = {
+    "tests/agents_cli/test_cli_agent_images.py",
+}
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture, or a session-scoped one its own module defines: made once
+    per worker, so the module's tests stay on one worker and make it once."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        last = defs[-1]
+        if last.scope == "module" or (last.scope == "session" and last.baseid.endswith(".py")):
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        group = next((name for prefix, name in MACHINE_WIDE_GROUPS.items() if path.startswith(prefix)), None)
+        if group is None and path not in SPREAD_OVER_WORKERS and _shares_a_fixture(item):
+            group = path
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_leaves_nothing(tmp_path_factory):
+    """At the end of the session (of each worker, run in parallel): stop the Podman services one-shot commands
+    left running (by design: each serves the project's next command, then exits by itself after its idle time),
+    then fail on anything else a test left: threads, processes, hubs, listening ports, containers
+    (tests/kits/leaks.py). Whatever is found is cleaned up too, so the machine is left clean."""
+    from kits.leaks import Snapshot, left_behind
+
+    before = Snapshot()
+    yield
+    from agentenv_local import script_worker
+
+    script_worker.stop()  # this process's warm script worker lives as long as the process, by design
+    folder = tmp_path_factory.getbasetemp()
+    if shutil.which("podman") is not None:
+        from kits.podman import clean_up_podman_under, stop_podman_services_under
+
+        stop_podman_services_under(folder)
+    leaks = left_behind(before, folder)
+    if shutil.which("podman") is not None:
+        clean_up_podman_under(folder)
+    assert not leaks, "tests left these behind (find the test that started each):\n  " + "\n  ".join(leaks)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _tests_share_no_project(tmp_path_factory):
     stray = _stray_project_above(tmp_path_factory.getbasetemp())
@@ -40,17 +103,6 @@ def _tests_share_no_project(tmp_path_factory):
     yield
     left = _stray_project_above(tmp_path_factory.getbasetemp())
     assert left is None, f"a test left {left} above the temporary folders: it must make its project in tmp_path"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _podman_left_clean(tmp_path_factory):
-    """At the end of the session: stop the Podman services tests' one-shot commands left running (each exits
-    by itself after its idle time, but CI's machine is left clean now) and remove their containers."""
-    yield
-    if shutil.which("podman") is not None:
-        from kits.podman import clean_up_podman_under
-
-        clean_up_podman_under(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(autouse=True)

@@ -68,6 +68,9 @@ class ActiveRun:
     future: asyncio.Future | None = None
     options: RunOptions = field(default_factory=RunOptions)  # --sandbox/--agent/--keep, what steps see
     interrupt_reason: str | None = None
+    # Set (on the store's writer thread) once the run's end is recorded: from then on it is over, whatever a late
+    # cancel says (a client that saw run.finished and left must not turn a passed run into an interrupted one).
+    ended: bool = False
 
 
 class Runner:
@@ -214,7 +217,7 @@ class Runner:
 
     def cancel(self, run_id: str, reason: str = "cancelled", interrupted: bool = False) -> bool:
         active = self.active.get(run_id)
-        if active is None:
+        if active is None or active.ended:
             return False
         active.interrupt_reason = reason if interrupted else None
         active.cancelled.set()
@@ -245,6 +248,8 @@ class Runner:
             async with self._run_slots:
                 await self._run(active)
         except asyncio.CancelledError:
+            if active.ended:  # cancelled while its end was being recorded: it ended as recorded
+                return
             await self._finish(active, "interrupted" if active.interrupt_reason else "cancelled",
                                active.interrupt_reason or "cancelled by the operator",
                                teardown=not active.interrupt_reason)
@@ -449,11 +454,16 @@ class Runner:
         if torn_down:
             for step_id in reversed(active.executed):
                 await self._teardown_step(active, step_id)
-        # the state as it ends (nothing changes it after this: the run is over)
-        await self._write(self._record_finish, active.run_id, status, error, score, torn_down, active.state,
-                          env_end)
-        self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
-                                 run_id=active.run_id)
+        # the state as it ends (nothing changes it after this: the run is over), and its run.finished event in the
+        # same write, under the store's lock: a reader that sees the final status finds the event too (appended
+        # after the write, a client that waited for the status could query the events a moment too early)
+        def finish_and_tell() -> None:
+            self._record_finish(active.run_id, status, error, score, torn_down, active.state, env_end)
+            active.ended = True
+            self.store.events.append("run.finished", {"status": status, "score": score, "error": error},
+                                     run_id=active.run_id)
+
+        await self._write(finish_and_tell)
 
 
     def _record_finish(self, run_id: str, status: str, error: str | None, score: float | None, torn_down: bool,

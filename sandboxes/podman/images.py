@@ -12,19 +12,21 @@ bash for the fast command channel and for scripts).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import tempfile
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from agentenv_local.errors import AgentenvError, NotFoundError
 
-from .engine import podman_binary, podman_env, run_podman
+from .engine import podman_binary, podman_env, run_podman, user_config_dir
 
 REPO = "localhost/agentenv"
 LABEL_NAME = "agentenv.image"
@@ -61,6 +63,24 @@ def inspect(ref: str, config: dict[str, Any] | None = None) -> dict | None:
         return None
     data = json.loads(proc.stdout or b"[]")
     return data[0] if data else None
+
+
+@contextlib.contextmanager
+def build_lock(key: str) -> Iterator[None]:
+    """One holder at a time on this machine (for this user, whose Podman storage it is) of the lock named `key`.
+
+    Two processes that need the same missing image (two projects' first runs, the test suite's parallel workers)
+    would both build it, side by side, at twice the cost; under the lock the second waits, then finds the image
+    by its tag and builds nothing. Not reentrant: a holder must not take the same key again."""
+    folder = user_config_dir() / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    with open(folder / f"{safe}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def exists(ref: str, config: dict[str, Any] | None = None) -> bool:
@@ -151,6 +171,14 @@ def build(name: str, version: str, context: Path, *, containerfile: Path | None 
     containerfile = Path(containerfile)
     ref = image_ref(name, version)
     digest = context_digest(context, containerfile, build_args)
+    with build_lock(f"build-{ref}"):
+        return _build_unless_built(ref, name, version, digest, context, containerfile, build_args, config, on_line,
+                                   network)
+
+
+def _build_unless_built(ref: str, name: str, version: str, digest: str, context: Path, containerfile: Path,
+                        build_args: dict[str, str] | None, config: dict[str, Any] | None,
+                        on_line: Callable[[str], None] | None, network: bool) -> dict:
     found = _find_built(ref, digest, config)
     if found is not None:
         return {"ref": ref, "image_id": found["Id"], "source_digest": digest, "built": False}
@@ -221,6 +249,14 @@ def ensure_base_image(config: dict[str, Any] | None = None, *, on_line: Callable
     """The base image's ref, built offline from Debian's packages the first time."""
     ref = base_image_ref(config)
     if exists(ref, config):
+        return ref
+    with build_lock(f"ensure-{ref}"):
+        return _build_base_image(ref, config, on_line, cache_dir)
+
+
+def _build_base_image(ref: str, config: dict[str, Any] | None, on_line: Callable[[str], None] | None,
+                      cache_dir: Path | None) -> str:
+    if exists(ref, config):  # another process built it while this one waited for the lock
         return ref
     if (config or {}).get("base_image"):
         raise NotFoundError(f"the configured base_image {ref!r} is not in Podman's local storage",

@@ -173,6 +173,16 @@ def ensure_runtime_image(config: dict[str, Any] | None = None, *,
     if images.exists(ref, config):
         return ref
     base = images.ensure_base_image(config, on_line=on_line)
+    with images.build_lock(f"ensure-{ref}"):
+        if images.exists(ref, config):  # another process built it while this one waited for the lock
+            return ref
+        _build_runtime_image(root, ref, version, base, config, on_line)
+    prune_older(RUNTIME_NAME, ref, config)
+    return ref
+
+
+def _build_runtime_image(root: Path, ref: str, version: str, base: str, config: dict[str, Any] | None,
+                         on_line: Callable[[str], None] | None) -> None:
     say = on_line or (lambda _line: None)
     say(f"building the env runtime image {ref} (agentenv-local and its dependencies; once per source change)")
     with tempfile.TemporaryDirectory(prefix="agentenv-runtime-") as tmp:
@@ -191,8 +201,6 @@ def ensure_runtime_image(config: dict[str, Any] | None = None, *,
             raise RuntimeImageError(f"building the env runtime image failed: {exc.message}",
                                     problems=getattr(exc, "problems", None),
                                     hint="see the build's output above") from exc
-    prune_older(RUNTIME_NAME, ref, config)
-    return ref
 
 
 _AUTO_VERSION = re.compile(r"[0-9a-f]{16}")

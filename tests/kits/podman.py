@@ -23,17 +23,24 @@ def containers_left(project: str, timeout: float = 60.0) -> list[str]:
     return left
 
 
-def clean_up_podman_under(folder: Path) -> int:
+def _podman_state_dirs(folder: Path) -> list[Path]:
+    """The project state folders under `folder` that ran a Podman service."""
+    return [info.parent.parent for info in folder.rglob("service.json") if info.parent.name == "podman"]
+
+
+def stop_podman_services_under(folder: Path) -> int:
     """Stop every project Podman service a test left under `folder` (one-shot commands leave theirs running
-    for the next command) and remove those projects' containers. How many services were stopped."""
+    for the next command, by design). How many were stopped."""
     from sandboxes.podman.service import stop_project_service
 
-    stopped = 0
-    for info in folder.rglob("service.json"):
-        if info.parent.name != "podman":
-            continue
-        state_dir = info.parent.parent
-        stopped += stop_project_service(state_dir)
+    return sum(stop_project_service(state_dir) for state_dir in _podman_state_dirs(folder))
+
+
+def clean_up_podman_under(folder: Path) -> int:
+    """Stop the Podman services tests left under `folder` and remove those projects' containers. How many
+    services were stopped."""
+    stopped = stop_podman_services_under(folder)
+    for state_dir in _podman_state_dirs(folder):
         project = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
         names = project_containers(project)
         if names:

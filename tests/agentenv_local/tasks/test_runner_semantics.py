@@ -225,6 +225,64 @@ def test_run_score_from_aggregate_verifiers(hub, aggregator, score, status):
 
 
 # -- the event log ----------------------------------------------------------------------------
+def test_the_final_status_and_run_finished_are_seen_together(hub, monkeypatch):
+    """A reader that sees a run's final status finds its run.finished event too: the record and the event are
+    written in one store write. They were written one after the other, and a client polling the status could
+    query the events in between (seen under load in the suite). Here each write's confirmation reaches the
+    runner late, as on a loaded machine, which held that gap open."""
+    import concurrent.futures
+    import threading
+
+    writer = hub.store.writer
+    submit = writer.submit
+
+    def confirmed_late(fn, *args, **kwargs):
+        written = submit(fn, *args, **kwargs)
+        late: concurrent.futures.Future = concurrent.futures.Future()
+
+        def confirm(done: concurrent.futures.Future) -> None:
+            error = done.exception()
+            threading.Timer(0.3, late.set_exception if error else late.set_result,
+                            [error if error else done.result()]).start()
+
+        written.add_done_callback(confirm)
+        return late
+
+    monkeypatch.setattr(writer, "submit", confirmed_late)
+    run_id = hub.submit(hub.task([deploy(), bash_check("a", "true", sandbox_name="box")]))
+    while (run := hub.store.runs.get(run_id))["status"] not in ("passed", "failed", "error"):
+        pass
+    assert run["status"] == "passed"
+    assert "run.finished" in [e["kind"] for e in hub.store.events.query(run_id)]
+
+
+def test_a_cancel_that_comes_as_the_run_ends_leaves_it_as_it_ended(hub):
+    """The command waiting on a run leaves the moment it reads run.finished, and the hub cancels what that
+    command still waits on: the run it just saw end must stay passed, not turn interrupted."""
+    import asyncio
+
+    runner = hub.session.hub.runner
+    cancels: list[bool] = []
+
+    def cancel_on_finish(event: dict) -> None:
+        if event["kind"] == "run.finished":
+            future = asyncio.run_coroutine_threadsafe(_cancel(runner, event["run_id"]), runner.loop)
+            future.add_done_callback(lambda f: cancels.append(f.result()))
+
+    unsubscribe = hub.store.events.subscribe(cancel_on_finish)
+    try:
+        run = hub.run([deploy(), bash_check("a", "true", sandbox_name="box")])
+        wait_until(lambda: cancels, what="the cancel to be answered")
+    finally:
+        unsubscribe()
+    assert cancels == [False]  # nothing left to cancel: it had ended
+    assert hub.store.runs.get(run["run_id"])["status"] == "passed"
+
+
+async def _cancel(runner, run_id: str) -> bool:
+    return runner.cancel(run_id, "the command that started it stopped before it finished", interrupted=True)
+
+
 def test_events_of_a_run_are_queryable_after_it_ends(hub):
     run = hub.run([deploy(), bash_check("a", "true", sandbox_name="box"), bash_check("b", "true", sandbox_name="box")])
     assert run["status"] == "passed"
