@@ -14,7 +14,7 @@ STATE_DIR_NAME = ".agentenv"
 MAX_SOCKET_PATH = 100
 
 
-def private_dir() -> Path:
+def private_dir(base: Path | None = None) -> Path:
     """`$TMPDIR/agentenv-<uid>` (or under /tmp), made mode 0700 and checked to be ours: a short, private place
     for what a project folder cannot hold (sockets of deep projects, plain-named links to oddly named folders).
     Another user who made it first, or made it a link, gets a clear refusal instead of our sockets."""
@@ -22,7 +22,7 @@ def private_dir() -> Path:
 
     from agentenv_local.errors import AgentenvError
 
-    base = Path(tempfile.gettempdir())
+    base = base or Path(tempfile.gettempdir())
     if not re.fullmatch(r"/[A-Za-z0-9_./-]*", str(base)):  # plain: its paths may be pasted into shell commands
         base = Path("/tmp")
     folder = base / f"agentenv-{os.getuid()}"
@@ -42,7 +42,10 @@ def short_socket_path(preferred: Path, name: str) -> Path:
     import hashlib
 
     digest = hashlib.sha256(os.fsencode(preferred)).hexdigest()[:16]
-    return private_dir() / f"{name}-{digest}.sock"
+    socket = private_dir() / f"{name}-{digest}.sock"
+    if len(os.fsencode(socket)) > MAX_SOCKET_PATH:  # a TMPDIR too deep itself (a test's temporary folder)
+        socket = private_dir(Path("/tmp")) / socket.name
+    return socket
 
 
 @dataclass(frozen=True)

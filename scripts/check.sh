@@ -2,9 +2,22 @@
 # Every check CI runs (.ci/run), from a clean clone: set up .venv with the test extra, then lint (ruff),
 # type-check (mypy: the code, bench/ and tests/kits/ as configured in pyproject.toml, then all of tests/) and
 # run the tests. Arguments go to pytest, e.g. `scripts/check.sh tests/stores -x`.
+#
+# `scripts/check.sh --quick [pytest args]`: the inner loop (docs/testing.md). The same lint and type checks, and
+# the tests that need no Podman, coding CLI or Ray (markers podman, agent_cli, ray; set in tests/conftest.py).
+# CI always runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --test
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+  shift
+fi
+scripts/setup.sh --test  # seconds when everything is installed already
+# A machine may set PYTHONDONTWRITEBYTECODE (these do): then each of the thousands of Python processes the tests
+# start (every `agentenv` command, hub, env and agent server) compiles the modules it imports from source again,
+# a fifth of a short command's CPU. setup.sh compiles the packages; this lets the rest be cached as imported.
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m ruff check .
 .venv/bin/python -m mypy
 # All of tests/ too, with less strictness: the bodies of unannotated test functions are left to pytest (so a
@@ -14,4 +27,8 @@ scripts/setup.sh --test
 .venv/bin/python -m mypy --no-check-untyped-defs --no-warn-unused-ignores --disable-error-code union-attr \
     --disable-error-code annotation-unchecked \
     --exclude '(^|/)(conftest|reference_[a-z0-9_]+)\.py$|^tests/fixtures/' tests
-.venv/bin/python -m pytest "$@"
+if [ "$quick" = 1 ]; then
+  .venv/bin/python -m pytest -m "not podman and not agent_cli and not ray" "$@"
+else
+  .venv/bin/python -m pytest "$@"
+fi

@@ -40,6 +40,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --disable-pip-version-check -q -e ".$extra"
   touch "$stamp"
 fi
+# An editable install leaves the packages uncompiled, and where PYTHONDONTWRITEBYTECODE is set every command would
+# compile what it imports again (about 0.1-0.2 s of CPU each); compiled here once, again only for changed files.
+.venv/bin/python -m compileall -q -j 0 agentenv_local stores sandboxes tui >/dev/null
 
 # The tests run real Podman containers: install and set up Podman where this machine allows it.
 if [ "$want_test" = 1 ]; then

@@ -59,10 +59,28 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
     return False
 
 
+# What a test needs beyond Python, by folder; `scripts/check.sh --quick` leaves these out (`-m "not podman and not
+# agent_cli and not ray"`). A test anywhere that uses the `podman_base_image` fixture is marked `podman` too.
+NEEDS_BY_FOLDER = {
+    "tests/sandboxes/podman/": "podman",
+    "tests/agents_cli/": "agent_cli",
+    "tests/executors/": "ray",
+}
+
+
+def _mark_needs(item: pytest.Item, path: str) -> None:
+    for prefix, need in NEEDS_BY_FOLDER.items():
+        if path.startswith(prefix):
+            item.add_marker(need)
+    if "podman_base_image" in getattr(item, "fixturenames", ()) and item.get_closest_marker("podman") is None:
+        item.add_marker("podman")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = item.nodeid.split("::", 1)[0]
+        _mark_needs(item, path)
         group = next((name for prefix, name in MACHINE_WIDE_GROUPS.items() if path.startswith(prefix)), None)
         if group is None and path not in SPREAD_OVER_WORKERS and _shares_a_fixture(item):
             group = path
@@ -103,6 +121,27 @@ def _tests_share_no_project(tmp_path_factory):
     yield
     left = _stray_project_above(tmp_path_factory.getbasetemp())
     assert left is None, f"a test left {left} above the temporary folders: it must make its project in tmp_path"
+
+
+@pytest.fixture(autouse=True)
+def _model_proxies_closed(monkeypatch):
+    """A coding-CLI agent starts its model proxy (a server thread and a loopback port) on its first turn and closes
+    it in `shutdown()`, which the agent's server calls when it stops. Tests that make an agent and never shut it
+    down left one proxy each running for the rest of the worker's life (22 of them in a full run): each one a
+    test started is closed at that test's end."""
+    from agentenv_local.agents.cli_agents.model_proxy import ModelProxy
+
+    made: list[ModelProxy] = []
+    construct = ModelProxy.__init__
+
+    def recorded(self: ModelProxy) -> None:
+        construct(self)
+        made.append(self)
+
+    monkeypatch.setattr(ModelProxy, "__init__", recorded)
+    yield
+    for proxy in made:
+        proxy.close()
 
 
 @pytest.fixture(autouse=True)

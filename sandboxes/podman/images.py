@@ -91,10 +91,19 @@ def labels_of(info: dict) -> dict[str, str]:
     return dict((info.get("Config") or {}).get("Labels") or info.get("Labels") or {})
 
 
-def list_images(config: dict[str, Any] | None = None) -> list[dict]:
-    proc = run_podman(["images", "--filter", f"label={LABEL_NAME}", "--format", "json"], config, timeout=60)
+# What `podman images` says when another process removed an image while it listed them (Podman reads the list,
+# then each image): the listing is asked again, as the image is simply gone.
+_REMOVED_WHILE_LISTED = "image not known"
+
+
+def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list[dict]:
+    for attempt in range(attempts):
+        proc = run_podman(["images", "--filter", f"label={LABEL_NAME}", "--format", "json"], config, timeout=60)
+        error = proc.stderr.decode(errors="replace").strip()
+        if proc.returncode == 0 or _REMOVED_WHILE_LISTED not in error or attempt == attempts - 1:
+            break
     if proc.returncode != 0:
-        raise AgentenvError(f"podman images failed: {proc.stderr.decode(errors='replace').strip()}")
+        raise AgentenvError(f"podman images failed: {error}")
     out = []
     for row in json.loads(proc.stdout or b"[]"):
         labels = row.get("Labels") or {}

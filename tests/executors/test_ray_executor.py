@@ -22,7 +22,7 @@ from kits.hub import (
     wait_until,
     write_bundle,
 )
-from kits.ray_cluster import require_ray, start_cluster, stop_cluster
+from kits.ray_cluster import require_ray, short_temp_dir, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.timeout(600)  # a test's own waits (a run starting, a worker lost) add up past the default
 
@@ -35,7 +35,7 @@ VOLATILE = {"run_id", "created_at", "started_at", "finished_at", "duration_s", "
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     require_ray()
-    started = start_cluster(tmp_path_factory.mktemp("ray"))
+    started = start_cluster(short_temp_dir())
     try:
         yield started
     finally:

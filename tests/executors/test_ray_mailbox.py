@@ -5,7 +5,7 @@ only the methods a worker may call are answered."""
 from __future__ import annotations
 
 import pytest
-from kits.ray_cluster import require_ray, start_cluster, stop_cluster
+from kits.ray_cluster import require_ray, short_temp_dir, start_cluster, stop_cluster
 from kits.store import open_store
 
 
@@ -14,7 +14,7 @@ def driver(tmp_path_factory):
     require_ray()
     import ray
 
-    cluster = start_cluster(tmp_path_factory.mktemp("ray"))
+    cluster = start_cluster(short_temp_dir())
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     try:
         yield ray

@@ -23,7 +23,7 @@ def _threads() -> dict[int, str]:
 
 
 def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
+    inodes: set[str] = set()
     fd_dir = Path(f"/proc/{pid}/fd")
     try:
         fds = list(fd_dir.iterdir())
@@ -42,7 +42,7 @@ def _socket_inodes(pid: int) -> set[str]:
 def _listening_ports(pid: int) -> set[int]:
     """The TCP ports process `pid` listens on (IPv4 and IPv6)."""
     mine = _socket_inodes(pid)
-    ports = set()
+    ports: set[int] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]

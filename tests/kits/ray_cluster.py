@@ -53,19 +53,36 @@ class Cluster:
         return subprocess.run([str(RAY), *args], env=ray_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def short_temp_dir() -> Path:
+    """A folder for a cluster's sessions directly under /tmp: Ray puts unix sockets under it (session_<time>/
+    sockets/plasma_store.1), and a parallel worker's pytest folder (/tmp/pytest-of-root/pytest-N/popen-gwK/...)
+    makes those paths longer than AF_UNIX's 107 bytes. `stop_cluster` removes it."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+
+
 def start_cluster(temp_dir: Path) -> Cluster:
-    """A head (1 CPU) and a second node (1 CPU, resource `second`): two runs at once land on two nodes."""
+    """A head (1 CPU) and a second node (1 CPU, resource `second`): two runs at once land on two nodes. `temp_dir`:
+    a short_temp_dir()."""
     port = free_port()
     address = f"127.0.0.1:{port}"
     cluster = Cluster(address, temp_dir)
-    head = cluster.ray("start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
-                       "--include-dashboard=false", f"--temp-dir={temp_dir}", "--disable-usage-stats")
-    assert head.returncode == 0, head.stdout + head.stderr
-    second = cluster.ray("start", f"--address={address}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                         '--resources={"second": 1}', "--disable-usage-stats")
-    assert second.returncode == 0, second.stdout + second.stderr
+    try:
+        head = cluster.ray("start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
+                           "--include-dashboard=false", f"--temp-dir={temp_dir}", "--disable-usage-stats")
+        assert head.returncode == 0, head.stdout + head.stderr
+        second = cluster.ray("start", f"--address={address}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                             '--resources={"second": 1}', "--disable-usage-stats")
+        assert second.returncode == 0, second.stdout + second.stderr
+    except BaseException:
+        stop_cluster(cluster)  # what started of it goes: a half-started cluster must not outlive the test
+        raise
     return cluster
 
 
 def stop_cluster(cluster: Cluster) -> None:
+    import shutil
+
     cluster.ray("stop", "--force", timeout=120)
+    shutil.rmtree(cluster.temp_dir, ignore_errors=True)

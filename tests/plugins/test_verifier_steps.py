@@ -54,6 +54,8 @@ def project_in(tmp_path: Path) -> tuple[Path, Path]:
 
 def run(venv: PluginVenv, bundle: Path, project: Path, tmp: Path, *extra: str, code: int | None = None) -> list[dict]:
     proc = venv.shell(f"TMPDIR={tmp} agentenv run {bundle} --json {' '.join(extra)}", project, code=code)
+    # a command that printed no JSON failed: say how (one did so once in a full parallel run, cause not yet seen)
+    assert proc.stdout.strip(), f"agentenv run printed nothing (exit {proc.returncode}); stderr:\n{proc.stderr}"
     return list(json.loads(proc.stdout))
 
 

@@ -22,6 +22,20 @@ def test_a_project_deeper_than_a_socket_path_runs_hello(tmp_path):
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1, listed.stdout + listed.stderr
 
 
+def test_a_deep_project_runs_with_a_deep_tmpdir_too(tmp_path):
+    """The private folder for a deep project's sockets is under $TMPDIR; a TMPDIR itself too deep for a socket
+    path (a test's own temporary folder, once the suite ran in parallel) failed with 'AF_UNIX path too long'."""
+    from kits.hub import clean_env
+
+    project = tmp_path / ("deep-" * 12) / "project"
+    (project / ".agentenv").mkdir(parents=True)
+    deep_tmp = tmp_path / ("t" * 90)
+    deep_tmp.mkdir()
+    done = cli(project, "run", "hello", "--sandbox", "process", "--json", env=clean_env({"TMPDIR": str(deep_tmp)}))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)[0]["status"] == "passed"
+
+
 def test_the_private_folder_must_be_ours_and_private(tmp_path, monkeypatch):
     from agentenv_local.errors import AgentenvError
     from agentenv_local.paths import private_dir

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from .model_proxy import ModelProxy
 MAX_CONTEXTS = 1024
 STREAM_LINE_LIMIT = 16 * 1024 * 1024  # one stream-json event can carry a large tool result
 STDERR_TAIL_CHARS = 2000
+KILLED_GONE_WITHIN_S = 10.0  # how long a cancel waits for the killed processes to be gone
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # the checkout that scripts/setup-agent-clis.sh fills
 CLI_CACHE = PROJECT_ROOT / ".cache" / "agent-clis"
 _TURN_FILES: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("cli_turn_files", default=None)
@@ -336,6 +338,19 @@ def stop_cli(pid: int) -> None:
             if pgid == child:  # a group (session) leader the CLI started: the whole group goes
                 kill_group(pgid)
             os.kill(child, 9)
+    # Return once they are gone, not once they are told: on a loaded machine a killed process can run on for a
+    # moment, and a caller told the turn is cancelled found the CLI's long command still running.
+    deadline = time.monotonic() + KILLED_GONE_WITHIN_S
+    while any(running(child) for child in tree) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, dead and waiting to be reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def descendants(pid: int) -> list[int]:

@@ -32,7 +32,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -202,16 +201,10 @@ def _copy_tree(source: Path, into: Path, ignore: tuple[str, ...] = ()) -> None:
                     ignore=shutil.ignore_patterns(".install-stats", *ignore))
 
 
-def _images(provider: Any, attempts: int = 3) -> list[dict[str, Any]]:
-    """The provider's images; a listing that raced another process removing an image is asked again."""
-    for attempt in range(attempts):
-        try:
-            return list(provider.list_images())
-        except AgentenvError:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.5)
-    return []
+def _images(provider: Any) -> list[dict[str, Any]]:
+    """The provider's images (a listing that raced another process removing an image is asked again by the
+    provider: sandboxes/podman/images.py list_images)."""
+    return list(provider.list_images())
 
 
 def ensure_agent_image(provider: Any, agent: str, *, on_line: Callable[[str], None] | None = None) -> str:

@@ -39,6 +39,7 @@ def _sandbox_records(project) -> list[tuple[str, str]]:
     return sorted((b["run_id"], b["sandbox_type"]) for b in bodies)
 
 
+@pytest.mark.podman
 @pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman for the step's own provider")
 def test_sandbox_flag_overrides_a_steps_own_sandbox_type(project):
     _bundle(project, "own", "podman")
@@ -106,6 +107,7 @@ def test_reference_hello_runs_unchanged(project):
     assert _sandbox_types(run) == ["process"]
 
 
+@pytest.mark.podman
 @pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
 def test_reference_hello_runs_on_podman(project):
     copy_reference_bundle("hello", project.root)

@@ -114,3 +114,52 @@ def test_a_new_agent_image_untags_the_one_it_replaces(provider_factory, podman_b
     assert provider.pruned == [built, runtime]
     assert _tags(probe_name) == {built} and older != built
     assert _tags(runtime_name) == {runtime}
+
+
+def test_two_processes_needing_one_missing_image_build_it_once(podman_base_image, probe_name, tmp_path):
+    """Two processes that need the same image that is not there yet (two projects' first runs, the suite's
+    parallel workers) build it once: the second waits for the machine-wide build lock, then finds it by its tag."""
+    import json
+    import subprocess
+    import sys
+
+    context = tmp_path / "context"
+    context.mkdir()
+    # a step that takes a moment, so the two builds would overlap without the lock
+    (context / "Containerfile").write_text("ARG BASE\nFROM ${BASE}\nRUN sleep 1 && echo built > /probe\n")
+    script = ("import json, sys; from sandboxes.podman import images; from pathlib import Path; "
+              "print(json.dumps(images.build(sys.argv[1], sys.argv[2], Path(sys.argv[3]), "
+              "build_args={'BASE': sys.argv[4]}, network=False)))")
+    argv = [sys.executable, "-c", script, probe_name, _version(), str(context), podman_base_image]
+    builders = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = []
+    for builder in builders:
+        out, err = builder.communicate(timeout=300)
+        assert builder.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(result["built"] for result in results) == [False, True]
+    assert results[0]["ref"] == results[1]["ref"] and results[0]["image_id"] == results[1]["image_id"]
+
+
+def test_a_listing_that_races_a_removal_is_asked_again(tmp_path):
+    """`podman images` fails with "image not known" when another process removes an image while it lists them
+    (seen when the suite's workers build and prune images side by side): the listing is asked again. A stand-in
+    podman fails the first two listings that way, then lists."""
+    import json
+
+    count = tmp_path / "count"
+    fake = tmp_path / "podman"
+    fake.write_text("#!/bin/sh\nn=$(cat " + str(count) + " 2>/dev/null || echo 0); echo $((n + 1)) > " + str(count) +
+                    "\nif [ \"$n\" -lt 2 ]; then echo 'Error: reading image \"e50c\": locating image with ID \"e50c\": "
+                    "image not known' >&2; exit 125; fi\necho '" +
+                    json.dumps([{"Id": "abc", "Names": ["localhost/agentenv/x:1"], "Labels": {"agentenv.image": "x",
+                                                                                         "agentenv.version": "1"}}]) +
+                    "'\n")
+    fake.chmod(0o755)
+    rows = images.list_images({"podman": str(fake)})
+    assert [(row["name"], row["version"], row["tags"]) for row in rows] == [("x", "1", ["localhost/agentenv/x:1"])]
+    assert count.read_text().strip() == "3"
+    count.write_text("-9")  # every listing fails from now on: the error is said, not hidden
+    fake.write_text("#!/bin/sh\necho 'Error: something else' >&2\nexit 125\n")
+    with pytest.raises(AgentenvError, match="something else"):
+        images.list_images({"podman": str(fake)})
