@@ -13,13 +13,19 @@ if [ "${1:-}" = "--quick" ]; then
   quick=1
   shift
 fi
+# Each part's time on stderr, for the profile in docs/testing.md.
+started=$SECONDS
+took() { echo "check.sh: $1 took $((SECONDS - started)) s" >&2; started=$SECONDS; }
 scripts/setup.sh --test  # seconds when everything is installed already
+took "setup"
 # A machine may set PYTHONDONTWRITEBYTECODE (these do): then each of the thousands of Python processes the tests
 # start (every `agentenv` command, hub, env and agent server) compiles the modules it imports from source again,
 # a fifth of a short command's CPU. setup.sh compiles the packages; this lets the rest be cached as imported.
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m ruff check .
+took "ruff"
 .venv/bin/python -m mypy
+took "mypy of the code"
 # All of tests/ too, with less strictness: the bodies of unannotated test functions are left to pytest (so a
 # type: ignore in one looks unused), and no union-attr (a test indexes what it has just asserted the shape of, e.g.
 # an MCP result's content[0].text). Left out: conftest.py files (one module name for all of them), the scripts
@@ -27,6 +33,7 @@ unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m mypy --no-check-untyped-defs --no-warn-unused-ignores --disable-error-code union-attr \
     --disable-error-code annotation-unchecked \
     --exclude '(^|/)(conftest|reference_[a-z0-9_]+)\.py$|^tests/fixtures/' tests
+took "mypy of the tests"
 if [ "$quick" = 1 ]; then
   .venv/bin/python -m pytest -m "not podman and not agent_cli and not ray" "$@"
 else

@@ -9,6 +9,7 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -66,6 +67,28 @@ def uvicorn_thread(config, sockets=None):
         thread.join(timeout=15)
 
 
+@contextlib.contextmanager
+def accepting(listener: socket.socket):
+    """Accept one connection on `listener` on a thread while the block runs; yields the list it lands in. At exit
+    the listener is shut down, which ends a thread still waiting (a test that checks nothing can connect leaves
+    it waiting: closing the socket alone does not wake an accept() blocked in another thread)."""
+    accepted: list[object] = []
+
+    def accept_one() -> None:
+        with contextlib.suppress(OSError):  # shut down at exit
+            accepted.append(listener.accept())
+
+    thread = threading.Thread(target=accept_one, daemon=True, name=f"accept one on {listener.getsockname()}")
+    thread.start()
+    try:
+        yield accepted
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+
+
 def end_process(proc: subprocess.Popen) -> None:
     """Terminate `proc` if it still runs (kill it if it lingers 10 s) and reap it."""
     if proc.poll() is None:
@@ -112,7 +135,8 @@ def announced_subprocess(argv: list[str], *, what: str = "server", env: dict | N
         if drain:
             stderr = proc.stderr
             assert stderr is not None  # piped above
-            threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()
+            threading.Thread(target=lambda: [None for _ in stderr], daemon=True,
+                             name=f"drain stderr of {what} pid {proc.pid}: {' '.join(map(str, argv))[:120]}").start()
         yield url, proc
     finally:
         end_process(proc)

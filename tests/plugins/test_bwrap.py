@@ -19,12 +19,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 from kits.plugin_venv import PLUGINS, ROOT, PluginVenv
 from kits.sandbox_conformance import SandboxConformance, Target, run
+from kits.servers import accepting
 
 from agentenv_local.errors import NotFoundError, StepError
 from agentenv_local.sandbox_api import NetworkPolicy
@@ -87,13 +87,11 @@ def test_a_setuid_binary_gains_nothing(target: Target) -> None:
         assert run(sandbox.exec(["/app/suid-id", "-u"])).stdout == "1000\n"
 
 
-def _listen() -> tuple[socket.socket, list[object]]:
+def _listen() -> socket.socket:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
-    accepted: list[object] = []
-    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
-    return listener, accepted
+    return listener
 
 
 PROBE = ("import socket,sys\n"
@@ -102,15 +100,13 @@ PROBE = ("import socket,sys\n"
 
 
 def test_no_network_by_default_and_allow_all_shares_the_hosts(target: Target) -> None:
-    listener, accepted = _listen()
+    listener = _listen()
     port = str(listener.getsockname()[1])
-    try:
+    with accepting(listener) as accepted:
         closed = run(target.create().exec(["python3", "-c", PROBE, port]))
         assert closed.stdout.startswith("blocked") and not accepted
         shared = target.create(network_policy=NetworkPolicy(mode="allow_all"))
         assert run(shared.exec(["python3", "-c", PROBE, port])).stdout == "reached\n"
-    finally:
-        listener.close()
     with pytest.raises(StepError, match="allowlist"):
         target.create(network_policy=NetworkPolicy(mode="allowlist", allow_hosts=["pypi.org"]))
     with pytest.raises(StepError, match="cannot expose ports"):

@@ -321,7 +321,8 @@ def test_killed_child_is_reopened_on_the_lean_path_too():
         proc = subprocess.Popen([sys.executable, "-m", "agentenv_local.env", str(ECHO), "--port", str(port)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         proc.stderr.readline()
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True,
+                         name=f"drain stderr of echo pid {proc.pid}").start()
         try:
             yield proc
         finally:

@@ -8,10 +8,10 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 
 import pytest
 from kits.podman import project_containers
+from kits.servers import accepting
 
 from agentenv_local.errors import NotFoundError, StepError
 from agentenv_local.sandbox_api import NetworkPolicy, SandboxSpec
@@ -117,8 +117,6 @@ def test_network_none_cannot_reach_the_host(provider_factory):
     listener.bind(("0.0.0.0", 0))
     listener.listen(8)
     port = listener.getsockname()[1]
-    accepted = []
-    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
     provider = provider_factory()
 
     async def go():
@@ -132,8 +130,8 @@ def test_network_none_cannot_reach_the_host(provider_factory):
         await sandbox.terminate()
         return result
 
-    result = run(go())
-    listener.close()
+    with accepting(listener) as accepted:
+        result = run(go())
     assert "reached" not in result.stdout and result.stdout.count("blocked") == len(_host_addresses())
     assert not accepted
 
