@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from pathlib import Path
 
 
@@ -12,6 +13,7 @@ class HubLock:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._fd: int | None = None
+        self._release_lock = threading.Lock()
 
     def try_acquire(self) -> bool:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -33,7 +35,10 @@ class HubLock:
         return True
 
     def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        # Take the descriptor out first, under a lock: two threads releasing at once must not both close it (the
+        # second close would hit whatever file or socket got the same number in between).
+        with self._release_lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
