@@ -63,6 +63,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` still runs: unlike pid_alive, a zombie (dead, waiting to be reaped) does not."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def cmdline(pid: int) -> bytes:
     """The NUL-separated command line of `pid` (b"" when it is gone or unreadable): to check that a pid read
     from a file still is the process we started, not another one that got the number since."""

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agentenv_local import procs
 from agentenv_local.agents.base import Agent
 from agentenv_local.agents.cli_agents import harness
 from agentenv_local.agents.types import TaskRequest, TaskResult, TextPart
@@ -143,10 +144,7 @@ class LongCommandResponder:
 
 def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return procs.running(pid)
 
 
 def is_sleep(pid: int) -> bool:

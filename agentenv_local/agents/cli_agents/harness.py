@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from agentenv_local.procs import kill_group
+from agentenv_local.procs import kill_group, running
 
 from ..base import Agent
 from ..model_config import ModelEndpointConfig, request_headers
@@ -343,14 +343,6 @@ def stop_cli(pid: int) -> None:
     deadline = time.monotonic() + KILLED_GONE_WITHIN_S
     while any(running(child) for child in tree) and time.monotonic() < deadline:
         time.sleep(0.01)
-
-
-def running(pid: int) -> bool:
-    """Whether `pid` still runs (a zombie, dead and waiting to be reaped, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def descendants(pid: int) -> list[int]:
