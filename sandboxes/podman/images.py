@@ -94,14 +94,20 @@ def labels_of(info: dict) -> dict[str, str]:
 # What `podman images` says when another process removed an image while it listed them (Podman reads the list,
 # then each image): the listing is asked again, as the image is simply gone.
 _REMOVED_WHILE_LISTED = "image not known"
+# Our own listings and removals take turns under this machine-wide lock: measured with one process building and
+# removing images while another lists them, 7 of 15 listings failed with "image not known" (the suite's parallel
+# workers do exactly that), and five quick retries in a row all failed often enough to lose a prune. A removal by
+# another tool can still cross a listing; the retries are for that.
+_LISTING_LOCK = "podman-images-listing"
 
 
 def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list[dict]:
-    for attempt in range(attempts):
-        proc = run_podman(["images", "--filter", f"label={LABEL_NAME}", "--format", "json"], config, timeout=60)
-        error = proc.stderr.decode(errors="replace").strip()
-        if proc.returncode == 0 or _REMOVED_WHILE_LISTED not in error or attempt == attempts - 1:
-            break
+    with build_lock(_LISTING_LOCK):
+        for attempt in range(attempts):
+            proc = run_podman(["images", "--filter", f"label={LABEL_NAME}", "--format", "json"], config, timeout=60)
+            error = proc.stderr.decode(errors="replace").strip()
+            if proc.returncode == 0 or _REMOVED_WHILE_LISTED not in error or attempt == attempts - 1:
+                break
     if proc.returncode != 0:
         raise AgentenvError(f"podman images failed: {error}")
     out = []
@@ -111,6 +117,13 @@ def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list
                     "source_digest": labels.get(LABEL_SOURCE), "image_id": row.get("Id"),
                     "digest": row.get("Digest"), "tags": row.get("Names") or [], "size": row.get("Size")})
     return sorted(out, key=lambda r: (r["name"] or "", r["version"] or ""))
+
+
+def remove_image(ref: str, config: dict[str, Any] | None = None, *, force: bool = False) -> bool:
+    """`podman rmi REF` (with `force`, also when containers use it); whether it went. Never while one of our
+    listings runs (see _LISTING_LOCK)."""
+    with build_lock(_LISTING_LOCK):
+        return run_podman(["rmi", *(["-f"] if force else []), ref], config, timeout=120).returncode == 0
 
 
 def context_digest(context: Path, containerfile: Path, build_args: dict[str, str] | None = None) -> str:

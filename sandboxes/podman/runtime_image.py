@@ -210,8 +210,6 @@ def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> l
     """Untag the other digest-tagged (automatic) versions of localhost/agentenv/NAME. `podman rmi` without
     force: one that a container uses stays; one an image is built FROM loses its name, and Podman frees its
     layers with the last such image. Answers what went."""
-    from .engine import run_podman
-
     gone: list[str] = []
     try:
         rows = images.list_images(config)
@@ -221,7 +219,7 @@ def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> l
         if row["name"] != name or not _AUTO_VERSION.fullmatch(row["version"] or ""):
             continue
         ref = images.image_ref(name, row["version"])
-        if ref != keep and ref in row["tags"] and run_podman(["rmi", ref], config, timeout=120).returncode == 0:
+        if ref != keep and ref in row["tags"] and images.remove_image(ref, config):
             gone.append(ref)
     return gone
 

@@ -24,6 +24,7 @@ from kits.hub import (
 )
 from kits.podman import containers_left, project_containers
 
+from sandboxes.podman import images
 from sandboxes.podman.service import stop_project_service
 
 
@@ -138,4 +139,4 @@ def test_image_build_cached_and_failing(project, tmp_path):
     assert "building image localhost/agentenv/t-broken:1 failed at STEP" in text and "exit 3" in text
     assert "about to fail" in text  # the build log's tail
     assert subprocess.run(["podman", "image", "exists", "localhost/agentenv/t-broken:1"]).returncode == 1
-    subprocess.run(["podman", "rmi", "-f", "localhost/agentenv/t-note:1"], capture_output=True)
+    images.remove_image("localhost/agentenv/t-note:1", force=True)
