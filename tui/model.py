@@ -16,6 +16,9 @@ LIVE = ("queued", "running")
 MAX_TOOL_CALLS = 5000
 MAX_LOGS = 2000
 MAX_TRIGGER_EVENTS = 2000
+MAX_STATUS_EVENTS = 2000
+_STATUS_KINDS = ("step.started", "step.finished", "step.retry", "run.started", "run.resumed", "run.finished",
+                 "run.interrupted")
 
 
 # -- the runs list ------------------------------------------------------------------------------
@@ -135,6 +138,8 @@ class RunState:
     needs_refresh: bool = False   # the record changed in ways events do not carry (reload it)
     env_touched: bool = False     # env.* events came: the env panels may be stale
     _calls_by_id: dict[str, ToolCall] = field(default_factory=dict)
+    # the step and run status events seen, newest last: applied again over a record that may predate them
+    _status_events: deque = field(default_factory=lambda: deque(maxlen=MAX_STATUS_EVENTS))
 
     # -- reading --
     @property
@@ -163,10 +168,48 @@ class RunState:
         return [e for e in self.context().get("deployed_envs") or [] if e.get("gateway_url") or e.get("instance_id")]
 
     # -- updating --
-    def load(self, record: dict, events: list[dict] | None = None) -> None:
+    def load(self, record: dict, events: list[dict] | None = None, asked_after: int | None = None) -> None:
+        """Take `record` (read from the store) as the run, then apply `events` not seen yet.
+
+        `asked_after` is last_event_id when the record was asked for. The hub writes a step's status before it
+        publishes the step's event, so the record shows every event up to that id; but events that came live
+        while it loaded may be newer than the record, and their status changes are applied again over it
+        (without that, a reload that crossed a step's end showed the step running for good)."""
         self.record = record
+        if asked_after is not None:
+            for event in self._status_events:
+                if (event.get("event_id") or 0) > asked_after:
+                    self._apply_status(event)
         if events:
             self.apply([e for e in events if (e.get("event_id") or 0) > self.last_event_id], from_history=True)
+
+    def _apply_status(self, e: dict) -> None:
+        """What a step or run status event changes in the record."""
+        kind, body, step_id = e.get("kind", ""), e.get("body") or {}, e.get("step_id")
+        if kind == "step.started" and step_id:
+            info = self.steps.setdefault(step_id, {})
+            info.update(status="running", started_at=e.get("at"), type=body.get("type") or info.get("type"),
+                        finished_at=None, duration_s=None, error=None)
+        elif kind == "step.finished" and step_id:
+            info = self.steps.setdefault(step_id, {})
+            info.update(status=body.get("status"), duration_s=body.get("duration_s"), error=body.get("error"),
+                        finished_at=e.get("at"))
+            if body.get("traceback"):
+                info["traceback"] = body["traceback"]
+        elif kind == "step.retry" and step_id:
+            self.steps.setdefault(step_id, {})["status"] = "retrying"
+        elif kind == "run.started":
+            self.record["status"] = "running"
+            self.record.setdefault("started_at", e.get("at"))
+        elif kind == "run.resumed":
+            self.record["status"] = "running"
+            self.record["finished_at"] = None
+        elif kind in ("run.finished", "run.interrupted"):
+            self.record["status"] = body.get("status") or ("interrupted" if kind == "run.interrupted" else "?")
+            if kind == "run.finished":
+                self.record["score"] = body.get("score")
+                self.record["error"] = body.get("error")
+                self.record["finished_at"] = e.get("at")
 
     def apply(self, events: list[dict], from_history: bool = False) -> bool:
         """Apply this run's events; True when something shown changed."""
@@ -177,39 +220,23 @@ class RunState:
             changed = True
             self.last_event_id = max(self.last_event_id, e.get("event_id") or 0)
             kind, body, step_id = e.get("kind", ""), e.get("body") or {}, e.get("step_id")
-            if kind == "step.started" and step_id:
-                info = self.steps.setdefault(step_id, {})
-                info.update(status="running", started_at=e.get("at"), type=body.get("type") or info.get("type"),
-                            finished_at=None, duration_s=None, error=None)
+            if kind in _STATUS_KINDS:
+                self._apply_status(e)
+                self._status_events.append(e)
+            if kind in ("step.started", "step.finished", "step.retry") and step_id:
                 self._log(step_id, e)
-            elif kind == "step.finished" and step_id:
-                info = self.steps.setdefault(step_id, {})
-                info.update(status=body.get("status"), duration_s=body.get("duration_s"), error=body.get("error"),
-                            finished_at=e.get("at"))
-                if body.get("traceback"):
-                    info["traceback"] = body["traceback"]
-                self._log(step_id, e)
-                self.needs_refresh = self.needs_refresh or not from_history  # its outputs are in the context
-            elif kind == "step.retry" and step_id:
-                self.steps.setdefault(step_id, {})["status"] = "retrying"
-                self._log(step_id, e)
-                self.needs_refresh = True
-            elif kind == "step.log" and step_id:
-                self._log(step_id, e)
-            elif kind == "run.started":
-                self.record["status"] = "running"
-                self.record.setdefault("started_at", e.get("at"))
+                if kind == "step.retry":
+                    self.needs_refresh = True
+                elif kind == "step.finished":
+                    self.needs_refresh = self.needs_refresh or not from_history  # its outputs are in the context
             elif kind == "run.resumed":
-                self.record["status"] = "running"
-                self.record["finished_at"] = None
                 self.needs_refresh = True
             elif kind in ("run.finished", "run.interrupted"):
-                self.record["status"] = body.get("status") or ("interrupted" if kind == "run.interrupted" else "?")
-                if kind == "run.finished":
-                    self.record["score"] = body.get("score")
-                    self.record["error"] = body.get("error")
-                    self.record["finished_at"] = e.get("at")
                 self.needs_refresh = not from_history
+            elif kind == "run.started":
+                pass
+            elif kind == "step.log" and step_id:
+                self._log(step_id, e)
             elif kind == "review.pending":
                 rid = body.get("review_id")
                 if rid:

@@ -16,8 +16,10 @@ from tui.data import HubSource
 SIZE = (100, 30)
 
 
-async def until(pilot, predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    """Let the app run until `predicate()` is truthy (checked between pauses)."""
+async def until(pilot, predicate: Callable[[], Any], timeout: float = 60, what: str = "",
+                explain: Callable[[], Any] | None = None) -> Any:
+    """Let the app run until `predicate()` is truthy (checked between pauses); on a timeout the error shows
+    `explain()` too (what the app saw meanwhile), so a failure says why, not only what."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -28,7 +30,8 @@ async def until(pilot, predicate: Callable[[], Any], timeout: float = 60, what: 
         if last and not isinstance(last, Exception):
             return last
         await pilot.pause(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate} (last: {last!r})")
+    seen = f"; the app saw: {explain()!r}" if explain else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate} (last: {last!r}){seen}")
 
 
 

@@ -200,7 +200,9 @@ def test_a_person_answers_the_human_agent_from_the_tui(hub):
             screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
             await pilot.press("5")
             await until(pilot, lambda: screen.pending and screen.pending[0]["text"].startswith("Q1"),
-                        what="the human agent's question")
+                        what="the human agent's question",
+                        explain=lambda: (screen.state.status, _steps(app), screen.human_agents(),
+                                         screen._human_loading, hub.store.runs.get(run_id)))
             assert screen.query_one("#reply-row").display
             assert "Q1: what colour" in str(screen.query_one("#conversation-body").render())
             await pilot.click("#reply")

@@ -114,26 +114,28 @@ class RunScreen(Screen):
         self._refresh_human()
 
     def _reload_record(self) -> None:
-        if self._refreshing:
+        if self._refreshing:  # one at a time; the one in flight may have read the record too early: once more
+            self.state.needs_refresh = True
             return
         self._refreshing = True
+        asked_after = self.state.last_event_id
 
         def work() -> None:
             try:
                 record = self.app.source.run_detail(self.run_id)
-                events = self.app.source.run_events(self.run_id, after_id=self.state.last_event_id)
+                events = self.app.source.run_events(self.run_id, after_id=asked_after)
             except Exception:  # the next event tries again
                 record, events = None, []
-            self.app.later(self._reloaded, record, events)
+            self.app.later(self._reloaded, record, events, asked_after)
         self.run_worker(work, thread=True, group="run-reload")
 
-    def _reloaded(self, record: dict | None, events: list[dict]) -> None:
+    def _reloaded(self, record: dict | None, events: list[dict], asked_after: int) -> None:
         self._refreshing = False
         if record is None:
             return
         envs_before = len(self.state.deployed_envs())
         agents_before = len(self.human_agents())
-        self.state.load(record, events)
+        self.state.load(record, events, asked_after=asked_after)
         self.refresh_all()
         if len(self.state.deployed_envs()) != envs_before or self.state.status not in LIVE:
             self._refresh_env(force=True)
