@@ -41,6 +41,16 @@ async def _hosted(where: str) -> Any:
     return await (serve_in_hub if where == "hub" else spawn)(resolve_spec("scripted"), PLAN)
 
 
+def _unreachable(hosted: Any, exc: Exception) -> AssertionError:
+    """Why an agent just started could not be reached, as far as this process can tell (a CI run once failed
+    here with "All connection attempts failed" and nothing more)."""
+    proc = hosted._proc
+    state = "in the hub" if proc is None else f"its process {proc.pid}: exit code {proc.poll()}"
+    return AssertionError(f"the agent at {hosted.url} ({state}) could not be reached: {exc!r} <- "
+                          f"{exc.__cause__!r} <- {getattr(exc.__cause__, '__cause__', None)!r}; "
+                          f"it printed: {hosted._log[-10:]}")
+
+
 def _message(text: str, context_id: str) -> pb.Message:
     return pb.Message(message_id=uuid.uuid4().hex, role=pb.Role.ROLE_USER, context_id=context_id,
                       parts=[pb.Part(text=text)])
@@ -190,6 +200,8 @@ def test_a2a_sdk1_client_speaks_1_0_with_our_agent(where):
         hosted = await _hosted(where)
         try:
             return await _drive_sdk1(hosted.url, dialect="1.0")
+        except httpx2.ConnectError as exc:
+            raise _unreachable(hosted, exc) from exc
         finally:
             await hosted.stop()
 
