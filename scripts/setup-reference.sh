@@ -11,8 +11,8 @@ python=${PYTHON:-python3}
 if [ -x .venv-ref/bin/python ] && .venv-ref/bin/python -c "import a2a, agentenv_protocol, agent_env" 2>/dev/null; then
   exit 0
 fi
-if { [ -x .venv-ref/bin/python ] || "$python" -m venv .venv-ref; } && .venv-ref/bin/python -m pip install \
-    --disable-pip-version-check -q "agentenv-framework-protocol[agent]" "agentenv-framework==0.9.1364" "mcp>=1.25,<2"; then
+if { [ -x .venv-ref/bin/python ] || "$python" -m venv .venv-ref; } && scripts/venv-install.sh .venv-ref \
+    "agentenv-framework-protocol[agent]" "agentenv-framework==0.9.1364" "mcp>=1.25,<2"; then
   exit 0
 fi
 echo "warning: could not install the reference's SDK into .venv-ref; its compatibility tests will be skipped" >&2
