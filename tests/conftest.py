@@ -76,8 +76,15 @@ def _mark_needs(item: pytest.Item, path: str) -> None:
         item.add_marker("podman")
 
 
+# Seconds each test took in a full run (setup, call and teardown; by scripts/test_durations.py from a timeline,
+# AGENTENV_TEST_TIMELINE below): only to hand the longest work out first. A test not listed counts as DEFAULT_S.
+DURATIONS_FILE = Path(__file__).parent / "durations.json"
+DEFAULT_S = 1.0
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups: dict[str, str | None] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         _mark_needs(item, path)
@@ -86,6 +93,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = path
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group
+    _longest_first(items, groups)
+
+
+def _longest_first(items: list[pytest.Item], groups: dict[str, str | None]) -> None:
+    """Order the work so the longest goes out first: a group (one worker's, in one piece) or a lone test, by its
+    seconds in the last measured run. xdist hands out work in this order as workers come free, so a long group
+    found last no longer runs on one worker while the others wait (the tail of a run)."""
+    import json
+
+    try:
+        seconds = json.loads(DURATIONS_FILE.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    cost: dict[str, float] = {}
+    for item in items:
+        unit = groups[item.nodeid] or item.nodeid
+        cost[unit] = cost.get(unit, 0.0) + float(seconds.get(item.nodeid, DEFAULT_S))
+    first_seen = {unit: index for index, unit in reversed(list(enumerate(groups[i.nodeid] or i.nodeid
+                                                                          for i in items)))}
+    items.sort(key=lambda i: (-cost[groups[i.nodeid] or i.nodeid], first_seen[groups[i.nodeid] or i.nodeid]))
+
+
+# AGENTENV_TEST_TIMELINE=FILE: each test's worker, start and end appended to FILE as JSON lines (by the controller,
+# from the workers' reports), to see how the workers' time is spent (docs/testing.md: the tail of a run).
+TIMELINE = os.environ.get("AGENTENV_TEST_TIMELINE")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not TIMELINE or not hasattr(report, "node"):  # `node`: the worker a report came from (on the controller)
+        return
+    import json
+
+    row = {"worker": report.node.gateway.id, "test": report.nodeid, "when": report.when,
+           "start": report.start, "stop": report.stop}
+    with open(TIMELINE, "a") as out:
+        out.write(json.dumps(row) + "\n")
 
 
 @pytest.fixture(scope="session", autouse=True)
