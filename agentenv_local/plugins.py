@@ -140,6 +140,12 @@ class PluginRegistry:
         self._load(c)
         return c.obj if c.status == "active" else None
 
+    def names(self, group: str) -> list[str]:
+        """The names in `group` that may work, without loading any: registered in code, or contributed and not
+        (yet) known to be broken."""
+        found = [name for name, c in self.contributions(group).items() if c.status in ("unloaded", "active")]
+        return sorted(set(found) | set(self._extra.get(group, {})))
+
     def available(self, group: str) -> dict[str, Any]:
         """Every working contribution of `group` by name (loads them all)."""
         loaded = {name: c.obj for name, c in self.load_all(group).items() if c.status == "active"}

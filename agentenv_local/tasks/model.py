@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,25 @@ class Task:
         return out
 
 
-def step_types(config: Any) -> dict[str, type[Step]]:
+class StepTypes(Mapping[str, type[Step]]):
+    """The step types by name, each imported on first use: a task names a few of the 49 built-in types, and
+    importing all of them cost a quarter of a one-shot `agentenv run hello`. Iterating gives the names that may
+    work (registry().names) without importing any."""
+
+    def __getitem__(self, name: str) -> type[Step]:
+        cls = registry().get("task_steps", name)
+        if cls is None:
+            raise KeyError(name)
+        return cls  # the registry checked it is a step type (tasks.step.plugin_problem)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry().names("task_steps"))
+
+    def __len__(self) -> int:
+        return len(registry().names("task_steps"))
+
+
+def step_types(config: Any) -> Mapping[str, type[Step]]:
     """Every usable step type: the registry's (entry points, and types registered in code), plus the
     `[task_steps] impls` that `config` names; None: the registry's only.
 
@@ -64,7 +83,7 @@ def step_types(config: Any) -> dict[str, type[Step]]:
         # Registering again is harmless; a bad impls line is warned about when the session connects,
         # and a task that uses it is told its type is unknown.
         register_config_impls(config)
-    return registry().available("task_steps")
+    return StepTypes()
 
 
 def load_task_file(path: Path, task_id: str | None = None, *, config: Any = None) -> Task:

@@ -56,3 +56,30 @@ def test_a_config_declared_step_type_is_known_when_the_config_is_given(tmp_path:
     assert any("'project_step' is not a known step type" in p for p in out["parse_without"]), out
     assert out["with"] is True
     assert out["parsed"] == ["project_step"]
+
+
+def test_a_task_imports_only_the_step_types_it_names():
+    """Parsing a task imports the modules of the step types it names and no other (importing all 49 built-in types
+    was a quarter of a one-shot `agentenv run hello`); an unknown type's error still lists every known name."""
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import json, sys
+from agentenv_local.errors import ValidationError
+from agentenv_local.tasks.model import parse_task
+parse_task([{"id": "gate", "type": "review", "label": "ok?"}], "t")
+try:
+    parse_task([{"id": "x", "type": "no_such_type"}], "t")
+except ValidationError as exc:
+    problems = exc.problems
+print(json.dumps({"loaded": sorted(m for m in sys.modules if m.startswith("agentenv_local.steps.")),
+                  "problems": problems}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(out.stdout)
+    assert "agentenv_local.steps.review" in seen["loaded"]
+    assert "agentenv_local.steps.build_mcp_cli" not in seen["loaded"]
+    assert "agentenv_local.steps.agent_checks" not in seen["loaded"]
+    assert "build_mcp_cli" in seen["problems"][0] and "verify_a2a_agent_mcp" in seen["problems"][0]
