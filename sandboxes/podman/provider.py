@@ -79,6 +79,7 @@ DEFAULT_PIDS = 512
 # slirp4netns with allow_host_loopback shows the host's 127.0.0.1 at this address inside the container.
 HOST_LOOPBACK = "10.0.2.2"
 HOST_ACCESS_NETWORK = ("slirp4netns", {"slirp4netns": ["allow_host_loopback=true"]})
+PUBLISHED_PORTS_NETWORK = "slirp4netns"  # its own stack with outbound access; the host's loopback out of reach
 # Rootful Podman maps the container's uids 0..65535 to these host uids (far above any real account).
 USERNS_BASE = 1_000_000_000
 USERNS_SIZE = 65536
@@ -422,9 +423,17 @@ class PodmanSandboxProvider(SandboxProvider):
     def _network(self, spec: SandboxSpec) -> str:
         if spec.host_access:  # its own network stack, plus the host's loopback at HOST_LOOPBACK
             return HOST_ACCESS_NETWORK[0]
+        if spec.exposed_ports:
+            # Published through slirp4netns, whose port forwarder listens on the host port: the port is taken
+            # while the container runs and free once it is gone. On the bridge, rootful Podman publishes with a
+            # NAT rule only: nothing holds the port, so a server that later binds it on 127.0.0.1 (any port-0
+            # server: ours, a test's) has its local clients sent to the container instead (refused once the
+            # container is gone), and a container removed without its network torn down leaves the rule behind
+            # for good. Seen in the test suite as rare "connection refused" from servers just started.
+            return PUBLISHED_PORTS_NETWORK
         if spec.network_policy is not None and spec.network_policy.mode == "allow_all":
             return "bridge"
-        return "bridge" if spec.exposed_ports else "none"
+        return "none"
 
     def use_socket_channel(self, spec: SandboxSpec) -> bool:
         wanted = self.config.get("channel", "auto")
