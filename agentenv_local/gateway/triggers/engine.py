@@ -122,6 +122,7 @@ class TriggerEngine:
             seed_rngs(trig, self._rt.seed)
             self._rt.triggers[trig.id] = trig
             self._rt.emit("added", trig.id)
+            self._time.arm(trig)
         self._rt.changed()
         return {"ok": True, "added": order, "all": list(self._rt.triggers)}
 

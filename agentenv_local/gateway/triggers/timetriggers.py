@@ -127,6 +127,12 @@ class TimeTriggers:
                 trig.next_mark = None
                 rt.changed()
 
+    def arm(self, trig: TriggerRecord) -> None:
+        """Resolve a newly registered time trigger's first mark now, so the state a client reads right after its
+        registration shows it (it was left to the driver's next tick, up to a second later; firing still is)."""
+        if trig.type == "time" and trig.status == "armed" and not trig.resolved:
+            self._first_mark(trig, self._rt.anchor_key())
+
     def _first_mark(self, trig: TriggerRecord, key: str | None) -> None:
         when = trig.time_when
         if when.after is not None:

@@ -51,6 +51,16 @@ def test_at_a_duration_from_t0_fires_once_the_clock_passes_it():
     run(main())
 
 
+def test_a_registered_time_trigger_shows_its_first_mark_at_once():
+    """The state read right after `register` shows the first mark, not None until the driver's next tick (a
+    snapshot taken just after registering differed from one taken a second later: seen as a rare failure of the
+    control-plane test that checks refused writes change nothing)."""
+    engine, _clock, _actions = make_engine(handlers())
+    engine.register({"triggers": [timed("two_hours", at="PT2H"), timed("noon", at="2025-03-10T12:00:00Z")]})
+    assert status(engine, "two_hours")["next_mark"] == "2025-03-10T11:00:00Z"
+    assert status(engine, "noon")["next_mark"] == "2025-03-10T12:00:00Z"
+
+
 def test_at_an_instant_and_a_tool_call_is_a_tick():
     async def main():
         engine, clock, actions = make_engine(handlers())
