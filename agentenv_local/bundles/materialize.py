@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +125,7 @@ def _artifact_refs(raw: dict, cls) -> list[tuple[str, str]]:
     return refs
 
 
-def _written_artifacts(steps: list[dict], types: dict) -> set[str]:
+def _written_artifacts(steps: list[dict], types: Mapping[str, Any]) -> set[str]:
     """The artifact ids the task's steps write under the names they are given (their output fields), which a
     later step may read before any of them is stored."""
     from agentenv_local.tasks.entity_refs import ref_sites

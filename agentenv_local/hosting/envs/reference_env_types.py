@@ -4,6 +4,7 @@ saying what it needs that is not here. Registered in the `agentenv_local.env_typ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, model_validator
@@ -73,7 +74,7 @@ def deploy_refusal(env_type_name: str) -> str | None:
     return f"cannot deploy a {env_type_name} env here: {found.needs}" if isinstance(found, UndeployableType) else None
 
 
-def undeployable_env_problems(bundle: Any, step_classes: dict[str, Any]) -> list[str]:
+def undeployable_env_problems(bundle: Any, step_classes: Mapping[str, Any]) -> list[str]:
     """One line per task step field that deploys one of `bundle`'s envs of a type that cannot deploy here
     (a bundles.loader.Bundle; `step_classes`: the step types by name), so a dry run says it as a run would."""
     by_id = {entry.id: entry for entry in bundle.envs.values()}
