@@ -13,6 +13,8 @@ command -v podman >/dev/null || missing+=(podman)
 if [ "$(uname -s)" = Linux ]; then
   command -v runc >/dev/null || missing+=(runc)
   command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+  # exposed ports are published through it (sandboxes/podman/provider.py): podman only recommends it
+  command -v slirp4netns >/dev/null || missing+=(slirp4netns)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
