@@ -148,11 +148,14 @@ def alive(pid: int) -> bool:
 
 
 def is_sleep(pid: int) -> bool:
-    """Whether `pid` is LONG_COMMAND."""
+    """Whether `pid` is LONG_COMMAND itself: a Python running its code. Not a process that only names it in its
+    arguments (a shell's `-c`, OpenHands' `tmux send-keys`), which is gone a moment later: a cancel test that took
+    one for the command found no command running a poll later (CI, the OpenHands and pi cancel tests)."""
     try:
-        return b"time.sleep(300)" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
+    return Path(os.fsdecode(argv[0])).name.startswith("python") and b"import time; time.sleep(300)" in argv[1:]
 
 
 def sleepers_under(pid: int) -> list[int]:
