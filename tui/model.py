@@ -223,18 +223,16 @@ class RunState:
             if kind in _STATUS_KINDS:
                 self._apply_status(e)
                 self._status_events.append(e)
-            if kind in ("step.started", "step.finished", "step.retry") and step_id:
-                self._log(step_id, e)
-                if kind == "step.retry":
+                if kind.startswith("step.") and step_id:
+                    self._log(step_id, e)
+                    if kind == "step.retry":
+                        self.needs_refresh = True
+                    elif kind == "step.finished":
+                        self.needs_refresh = self.needs_refresh or not from_history  # its outputs are in the context
+                elif kind == "run.resumed":
                     self.needs_refresh = True
-                elif kind == "step.finished":
-                    self.needs_refresh = self.needs_refresh or not from_history  # its outputs are in the context
-            elif kind == "run.resumed":
-                self.needs_refresh = True
-            elif kind in ("run.finished", "run.interrupted"):
-                self.needs_refresh = not from_history
-            elif kind == "run.started":
-                pass
+                elif kind in ("run.finished", "run.interrupted"):
+                    self.needs_refresh = not from_history
             elif kind == "step.log" and step_id:
                 self._log(step_id, e)
             elif kind == "review.pending":

@@ -39,6 +39,14 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
+def pids_listening_on(port: int) -> set[int]:
+    """The processes holding a socket that listens on TCP `port` on 127.0.0.1 (from /proc)."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    wanted = {cols[9] for cols in rows if cols[1] == f"0100007F:{port:04X}" and cols[3] == "0A"}  # 0A: LISTEN
+    return {int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and wanted & _socket_inodes(int(entry.name))}
+
+
 def _listening_ports(pid: int) -> set[int]:
     """The TCP ports process `pid` listens on (IPv4 and IPv6)."""
     mine = _socket_inodes(pid)

@@ -11,9 +11,9 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from kits.leaks import pids_listening_on
 from kits.podman import project_containers
 from kits.servers import accepting
 
@@ -200,28 +200,11 @@ def test_allowlist_is_refused_and_allow_all_publishes_ports(provider_factory):
     assert run(go()) == b"served\n"
 
 
-def _listener_pids(port: int) -> set[int]:
-    """The pids of the processes holding a socket that listens on 127.0.0.1:`port` (from /proc)."""
-    inodes = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":  # 0A: LISTEN
-            inodes.add(f"socket:[{fields[9]}]")
-    pids = set()
-    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
-        try:
-            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
-                pids.add(int(fd_dir.parent.name))
-        except OSError:  # gone, or not ours to read
-            continue
-    return pids
-
-
 def _own_clients_reach(port: int) -> str:
     """Listen on 127.0.0.1:`port` (once what held it is gone) and connect to it: "ours" when our listener got the
     connection, else what the client met."""
     deadline = time.monotonic() + 10
-    while _listener_pids(port) and time.monotonic() < deadline:
+    while pids_listening_on(port) and time.monotonic() < deadline:
         time.sleep(0.05)
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -249,7 +232,7 @@ def test_a_published_port_leaves_nothing_behind_when_its_container_dies_hard(pro
     async def go():
         sandbox = await provider.create(spec(exposed_ports=[8000]))
         port = int(sandbox.tunnel_urls["8000"].rsplit(":", 1)[1])
-        holders = _listener_pids(port)
+        holders = pids_listening_on(port)
         try:
             for pid in holders:  # the crash: what holds the port dies, nobody tears the network down
                 os.kill(pid, signal.SIGKILL)
