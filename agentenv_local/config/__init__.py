@@ -9,7 +9,7 @@ masking, sources)::
     cfg.explain("runner.concurrency")        # value, source, shadowed layers
     cfg.get("sandbox.providers.podman")      # a plain dict, {} when absent
 
-Importing this module is cheap (pydantic, no store, no network). See docs/configuration.md.
+Importing this module is cheap (no pydantic, no store, no network). See docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError as PydanticValidationError
-
 from agentenv_local.config import schema
 from agentenv_local.config.masking import mask_value
 from agentenv_local.config.refs import parse_ref
@@ -127,8 +125,8 @@ def _check_leaf(node: schema.Node, value: Any, problems: list[_Problem]) -> tupl
         problems.extend(bad)
         return not bad, value
     try:
-        checked = node.adapter().validate_python(value, strict=True)
-    except PydanticValidationError:
+        checked = node.check(value)
+    except ValueError:
         problems.append(_bad_type(node.path, node.expects, value))
         return False, None
     bad = _bad_refs(node.path, checked)
@@ -177,8 +175,8 @@ def _walk_table(node: schema.Node, value: Any, out: dict[Path_, Any], problems: 
             item = dict(item)
         elif parse_ref(item) is None:
             try:
-                item = node.item_adapter().validate_python(item, strict=True)
-            except PydanticValidationError:
+                item = node.check_item(item)
+            except ValueError:
                 problems.append(_bad_type(path, schema.describe_type(node.item_annotation), item))
                 continue
         bad = _bad_refs(path, item)
@@ -223,8 +221,8 @@ def env_layer(environ: Mapping[str, str]) -> tuple[dict[Path_, Entry], list[str]
             value = text
         else:
             try:
-                value = node.adapter().validate_python(schema.parse_text(node.annotation, text), strict=True)
-            except (ValueError, PydanticValidationError):
+                value = node.check(schema.parse_text(node.annotation, text))
+            except ValueError:
                 problems.append(_Problem(
                     f"{var}={_fmt(node.path, text)}: '{node.dotted}' must be {node.expects}", [],
                     f"fix or unset {var}" + (" (lists are comma-separated)" if "list" in node.expects else "")))

@@ -250,9 +250,9 @@ class Config(ReferenceResolution):
             raise ConfigError(f"'{name}' is a single value, not a section", hint=f"use get({name!r})")
         return value
 
-    def settings(self):
-        """Every value resolved into the typed `Settings` model (raises if a reference is missing)."""
-        return schema.Settings.model_validate(self.get(""))
+    def settings(self) -> schema.Settings:
+        """Every value resolved into a `Settings` object (raises if a reference is missing)."""
+        return schema.Settings.from_values(self.get(""))
 
     # -- provenance -----------------------------------------------------------------------------
 

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError as PydanticValidationError
-
 from agentenv_local.config import schema
 from agentenv_local.config.checking import Entry, Path_, dotted
 from agentenv_local.config.masking import MASK, is_secret_key, mask_value, url_userinfo
@@ -84,8 +82,8 @@ class ReferenceResolution:
 
     def _coerce(self, node: schema.Node, path: Path_, ref: Ref, text: str) -> Any:
         try:
-            return node.adapter().validate_python(schema.parse_text(node.annotation, text), strict=True)
-        except (ValueError, PydanticValidationError):
+            return node.check(schema.parse_text(node.annotation, text))
+        except ValueError:
             raise ConfigError(f"'{dotted(path)}' is {ref.text}, which resolves to something that is not "
                               f"{node.expects}", hint=f"set {ref.name} to {node.expects}") from None
 

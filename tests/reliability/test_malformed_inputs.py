@@ -329,13 +329,9 @@ def config_variants() -> list[tuple[str, bytes, tuple]]:
 
 
 def _bounds(node) -> tuple[float, float]:
-    import annotated_types as at
-
-    lo: Any = 0.0  # the bound as the model declares it (an int stays an int)
-    hi: Any = 1e9
-    for m in node.metadata:
-        lo = m.ge if isinstance(m, at.Ge) else m.gt if isinstance(m, at.Gt) else lo
-        hi = m.le if isinstance(m, at.Le) else m.lt if isinstance(m, at.Lt) else hi
+    key = node.key  # the bounds as the schema declares them (an int stays an int)
+    lo: Any = next((b for b in (key.ge, key.gt) if b is not None), 0.0)
+    hi: Any = next((b for b in (key.le, key.lt) if b is not None), 1e9)
     return lo, hi
 
 

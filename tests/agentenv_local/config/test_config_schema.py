@@ -1,8 +1,12 @@
-"""The schema catalogue: env var names, type descriptions, and that the docs cover every key."""
+"""The schema catalogue: env var names, type descriptions, strict checking, and that the docs cover every key."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from agentenv_local.config import schema
 
@@ -44,3 +48,47 @@ def test_defaults_match_the_settings_model():
         for part in node.path:
             value = getattr(value, part)
         assert value == node.default, node.dotted
+
+
+def test_values_are_checked_strictly():
+    by = {n.dotted: n for n in schema.leaves()}
+    assert by["runner.concurrency"].check(8) == 8
+    for wrong in (True, 8.0, "8", 0, 1001, None):
+        with pytest.raises(ValueError):
+            by["runner.concurrency"].check(wrong)
+    timeout = by["hub.start_timeout_s"]
+    assert timeout.check(5) == 5.0 and isinstance(timeout.check(5), float)
+    for wrong in (0, False, float("nan"), float("inf"), "5"):
+        with pytest.raises(ValueError):
+            timeout.check(wrong)
+    assert by["model.api"].check("anthropic") == "anthropic"
+    with pytest.raises(ValueError):
+        by["model.api"].check("openai2")  # the pattern matches the whole value
+    assert by["executor.kind"].check("ray") == "ray"
+    with pytest.raises(ValueError, match='"local" or "ray"'):
+        by["executor.kind"].check("k8s")
+    assert by["model.base_url"].check(None) is None
+    assert by["security.allowed_hosts"].check(["a.test"]) == ["a.test"]
+    for wrong in ([""], "a.test", [1]):
+        with pytest.raises(ValueError):
+            by["security.allowed_hosts"].check(wrong)
+    with pytest.raises(ValueError):
+        by["sandbox.default"].check("")
+
+
+def test_settings_from_values_checks_and_fills_defaults():
+    settings = schema.Settings.from_values({"runner": {"concurrency": 9}, "model": {"roles": {"judge": "j"}}})
+    assert settings.runner.concurrency == 9 and settings.runner.step_concurrency == 8
+    assert settings.model.roles.judge == "j" and settings.envs.pool.size == 4
+    with pytest.raises(ValueError, match="runner.nope"):
+        schema.Settings.from_values({"runner": {"nope": 1}})
+    with pytest.raises(ValueError, match="runner.concurrency"):
+        schema.Settings.from_values({"runner": {"concurrency": "9"}})
+
+
+def test_loading_the_configuration_imports_no_pydantic(tmp_path):
+    # Every command loads it; pydantic's import alone was a fifth of a short command's CPU.
+    code = ("import sys; from agentenv_local.config import load_config; load_config(sys.argv[1]).get('runner'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'annotated_types')))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
