@@ -12,12 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-import duckdb
-
 from agentenv_local.errors import HubError, StoreError, printable
 
 from . import faults
 from .documents import DocumentStore, RecordStore
+from .duckdb_engine import duckdb
 from .events import EventLog
 from .migrations import TABLES, apply_migrations
 from .object_api import ObjectStoreBase

@@ -9,12 +9,11 @@ from __future__ import annotations
 import threading
 import time
 
-import duckdb
-
 from agentenv_local.errors import ConflictError, NotFoundError
 from agentenv_local.query import Query
 
 from ._json import dumps, loads
+from .duckdb_engine import duckdb
 from .query import compile_filters, compile_order
 
 COLLECTIONS = (

@@ -11,9 +11,8 @@ import threading
 import time
 from typing import Any, Callable
 
-import duckdb
-
 from ._json import dumps, loads
+from .duckdb_engine import duckdb
 
 Subscriber = Callable[[dict], None]
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from agentenv_local.errors import StoreError, ValidationError, printable
+
+from .duckdb_engine import duckdb
 
 _FULL = ("No space left on device", "Disk quota exceeded", "ENOSPC")
 _DAMAGED = ("Corrupt database file", "not a valid DuckDB database file", "Could not read enough bytes",

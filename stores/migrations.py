@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import duckdb
+from .duckdb_engine import duckdb
 
 
 def _001_documents(con: duckdb.DuckDBPyConnection) -> None:

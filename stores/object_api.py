@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import duckdb
+from .duckdb_engine import duckdb
 
 META_FIELDS = ("key", "sha256", "size", "content_type", "created_at")
 

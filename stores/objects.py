@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from agentenv_local.errors import ConflictError, NotFoundError
 
+from .duckdb_engine import duckdb
 from .object_api import ObjectStoreBase, check_key
 
 

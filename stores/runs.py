@@ -11,12 +11,11 @@ import threading
 import time
 from typing import Any, Callable
 
-import duckdb
-
 from agentenv_local.errors import ConflictError, NotFoundError
 from agentenv_local.query import Query
 
 from ._json import dumps, loads
+from .duckdb_engine import duckdb
 from .query import compile_filters, compile_order
 
 RUN_COLUMNS = ("run_id", "task_id", "task_version", "group_id", "status", "created_at", "started_at",

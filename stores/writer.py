@@ -18,9 +18,9 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable
 
-import duckdb
-
 from agentenv_local.errors import StoreError
+
+from .duckdb_engine import duckdb
 
 MAX_BATCH = 64  # writes per transaction: enough to amortise the commit, few enough that the lock is held briefly
 

@@ -132,3 +132,13 @@ def test_a_store_held_by_another_process_gives_an_actionable_error(tmp_path):
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+
+
+def test_opening_the_store_leaves_duckdbs_python_layer_unimported(tmp_path):
+    # `import duckdb` (>= 2.0) builds relations and expressions over the engine: 0.1 s of CPU per process
+    # that opens the store. The stores need only the engine (stores/duckdb_engine.py).
+    code = ("import sys; from pathlib import Path; from stores.database import DuckDBStore; "
+            "s = DuckDBStore(Path(sys.argv[1]) / 'store.duckdb', Path(sys.argv[1]) / 'objects'); "
+            "s.documents.put('tasks', 'x', {'a': 1}); s.close(); print('duckdb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
