@@ -15,7 +15,7 @@ import socketserver
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentenv_local import __version__
 from agentenv_local.errors import AgentenvError, HubError
@@ -23,7 +23,15 @@ from agentenv_local.paths import ProjectPaths
 from agentenv_local.tasks.options import RunOptions
 
 from . import wire
+from .engine import RunEngine
 from .lock import HubLock
+
+if TYPE_CHECKING:
+    from agentenv_local.executors.dispatch import Executors
+    from agentenv_local.hosting.agents.instances import AgentInstances
+    from agentenv_local.hosting.envs.manager import EnvManager
+    from agentenv_local.tasks.runner import Runner
+    from agentenv_local.tasks.services import RunServices
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +43,6 @@ class Hub:
 
     def __init__(self, paths: ProjectPaths, config: Any, lock: HubLock, long_lived: bool = False):
         from agentenv_local.plugins import registry
-        from agentenv_local.tasks.runner import Runner
-        from agentenv_local.tasks.services import RunServices
 
         self.paths = paths
         self.config = config
@@ -67,23 +73,8 @@ class Hub:
         self.loop = hub_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="hub-loop", daemon=True)
         self._loop_thread.start()
-        self.services = RunServices(self.store, config, paths)
-        from agentenv_local.hosting.envs.manager import EnvManager
-
-        # Instances a dead hub left running are marked terminated and their processes killed here.
-        self.envs = EnvManager(self.store, paths, self.loop, services=self.services)
-        self.services.envs = self.envs
-        from agentenv_local.hosting.agents.instances import AgentInstances
-
-        self.agents = AgentInstances(self.store, paths)  # `agentenv agent deploy`: agents that stay up
-        from agentenv_local.hosting.expiry import sweep_forever
-
-        # instances deployed with a TTL are torn down once it runs out
-        self._ttl_sweep = asyncio.run_coroutine_threadsafe(sweep_forever(self.envs, self.agents), self.loop)
-        self.runner = Runner(self.services, self.session_id, self.loop)
-        from agentenv_local.executors.dispatch import Executors
-
-        self.executors = Executors(self)  # runs executed elsewhere (--executor ray)
+        self._engine: RunEngine | None = None  # built at start if long-lived, else on first need (engine.py)
+        self._engine_lock = threading.Lock()
         self._connections: set[int] = set()
         self._attached: dict[int, set[str]] = {}  # connection -> runs it waits on
         self._conn_lock = threading.Lock()
@@ -93,10 +84,48 @@ class Hub:
         self._closing = False
         self.shutdown_requested = threading.Event()
         self._server: socketserver.UnixStreamServer | None = None
+        from agentenv_local.hosting.leftovers import any_left_running
+
+        if long_lived or any_left_running(self.store):
+            self.engine  # noqa: B018 (built now: building it sweeps what a dead hub left running)
         self._serve_socket()
         paths.hub_info_file.write_text(json.dumps({
             "pid": os.getpid(), "started_at": time.time(), "socket": str(paths.socket_file),
             "long_lived": long_lived, "version": __version__}))
+
+    # -- the engine: what executing work needs (engine.py) -------------------------------
+    @property
+    def engine(self) -> RunEngine:
+        with self._engine_lock:
+            if self._engine is None:
+                if self._closing:  # never start the machinery of a hub that is stopping
+                    raise HubError("the hub is stopping", hint="run the command again: it starts a new hub")
+                self._engine = RunEngine(self)
+            return self._engine
+
+    @property
+    def services(self) -> RunServices:
+        return self.engine.services
+
+    @property
+    def envs(self) -> EnvManager:
+        return self.engine.envs
+
+    @property
+    def agents(self) -> AgentInstances:
+        return self.engine.agents
+
+    @property
+    def runner(self) -> Runner:
+        return self.engine.runner
+
+    @property
+    def executors(self) -> Executors:
+        return self.engine.executors
+
+    def _active_runs(self) -> list[str]:
+        """The runs in flight; none before the engine is built (nothing could have started one)."""
+        return self._engine.active_runs() if self._engine is not None else []
 
     # -- the socket -------------------------------------------------------------------
     def _serve_socket(self) -> None:
@@ -162,7 +191,7 @@ class Hub:
             with self._conn_lock:
                 self._connections.discard(conn_id)
                 orphaned = self._attached.pop(conn_id, set())
-            for run_id in orphaned:
+            for run_id in orphaned if self._engine is not None else ():
                 if self.executors.cancel(run_id):  # a Ray run: its worker tears it down
                     continue
                 # The command waiting on this run is gone (killed, terminal closed): interrupt it
@@ -250,7 +279,7 @@ class Hub:
 
     def _op_status(self, conn_id=None) -> dict:
         return {"pid": os.getpid(), "state_dir": str(self.paths.state_dir), "long_lived": self.long_lived,
-                "version": __version__, "active_runs": sorted([*self.runner.active, *self.executors.active()]),
+                "version": __version__, "active_runs": sorted(self._active_runs()),
                 "connections": len(self._connections)}
 
     def _op_shutdown(self, conn_id=None) -> dict:
@@ -370,7 +399,7 @@ class Hub:
     # -- lifetime ---------------------------------------------------------------------
     def busy(self) -> bool:
         with self._conn_lock:
-            return bool(self._connections) or bool(self.runner.active) or bool(self.executors.active())
+            return bool(self._connections) or bool(self._active_runs())
 
     def serve_until_shutdown(self) -> None:
         while not self.shutdown_requested.wait(0.2):
@@ -393,20 +422,17 @@ class Hub:
         run is active (checked under the same lock new connections register under, so no client
         slips in between the check and the decision)."""
         with self._conn_lock:
-            if only_if_idle and (self._connections or self.runner.active or self.executors.active()):
+            if only_if_idle and (self._connections or self._active_runs()):
                 return False
             self._closing = True
             return True
 
     def close(self) -> None:
         self._stop_taking_clients()
-        with contextlib.suppress(Exception):  # Ray runs: cancelled, their workers' sandboxes torn down
-            self.executors.close()
-        for run_id in list(self.runner.active):
-            self.on_loop(functools.partial(self.runner.cancel, run_id, "the hub stopped", interrupted=True))
-        deadline = time.monotonic() + 5
-        while self.runner.active and time.monotonic() < deadline:
-            time.sleep(0.02)
+        with self._engine_lock:  # none is built from now on: _closing is set
+            engine = self._engine
+        if engine is not None:
+            engine.stop_runs()
         self.shutdown_requested.set()  # ends event streams
         if self._server is not None:
             self._server.shutdown()
@@ -414,12 +440,8 @@ class Hub:
         deadline = time.monotonic() + 5  # let calls being answered finish before the store closes
         while self._inflight and time.monotonic() < deadline:
             time.sleep(0.01)
-        self._ttl_sweep.cancel()
-        self.envs.close()  # deployed env instances: their gateways and servers stop with the hub
-        with contextlib.suppress(Exception):  # agents `agentenv agent deploy` started
-            asyncio.run_coroutine_threadsafe(self.agents.aclose(), self.loop).result(30)
-        with contextlib.suppress(Exception):  # warm pools, a Podman service we started
-            asyncio.run_coroutine_threadsafe(self.services.aclose(), self.loop).result(30)
+        if engine is not None:
+            engine.close()
         with contextlib.suppress(Exception):  # e.g. a library's watcher task, left to be destroyed pending otherwise
             asyncio.run_coroutine_threadsafe(_cancel_leftover_tasks(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -15,11 +15,13 @@ from typing import Any
 
 from agentenv_local.agents import registry
 from agentenv_local.errors import AgentenvError, NotFoundError
+from agentenv_local.hosting.leftovers import AGENT_INSTANCES
 from agentenv_local.procs import cmdline, pid_alive, stop_group
 
 from .hosted import HostedAgent, resolve_spec, serve_in_hub, spawn
 
-COLLECTION = "agent_instances"
+COLLECTION = AGENT_INSTANCES
+
 # In the command line of every agent subprocess (`python -m agentenv_local.agents SPEC`, hosted.spawn).
 AGENT_SERVER_MARK = b"agentenv_local.agents"
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from agentenv_local.errors import AgentenvError
+from agentenv_local.hosting.leftovers import ENV_INSTANCES
 
-INSTANCES = "env_instances"
+INSTANCES = ENV_INSTANCES
 STATE = "env_instance_state"
 ADMIN = "env_instance_admin"  # {token}: the control plane's credential, apart from the listed records
 READY_TIMEOUT_S = 60.0

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv_local.hosting.leftovers import ENV_POOL_SLOTS as SLOTS  # (`agentenv env instances` lists the pooled)
+from agentenv_local.hosting.leftovers import LEASED, POOLED  # a slot's status: waiting in the pool, or in use
+
 from .instance import Instance, utc_now
 
-POOLED = "pooled"  # the slot record's status while it waits in the pool
-LEASED = "leased"  # ... while an episode's instance runs on it
 SLOT_PREFIX = "envp-"  # slot ids
-SLOTS = "env_pool_slots"  # the slots' records (`agentenv env instances` lists the pooled ones)
 
 
 @dataclass(frozen=True)
