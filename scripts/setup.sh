@@ -12,7 +12,18 @@ for arg in "$@"; do
   esac
 done
 
-python=${PYTHON:-python3}
+# .venv's interpreter: $PYTHON, else the distribution's own Python 3.11+ (/usr/bin/python3) where there is one, else
+# python3. A distribution builds its Python with profile-guided and link-time optimisation and a static libpython;
+# a source build such as pyenv's has neither by default, and every Python process of agentenv (each command, hub,
+# env and agent server) and of the tests ran on it with 15-20% more CPU (measured side by side in docs/testing.md).
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  python=python3
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' \
+      2>/dev/null; then
+    python=/usr/bin/python3
+  fi
+fi
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "agentenv-local needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
   exit 1
