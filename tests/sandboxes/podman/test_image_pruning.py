@@ -193,4 +193,5 @@ def test_our_listings_never_cross_our_removals(podman_base_image, probe_name, tm
             listings += 1
     finally:
         churner.join()
-    assert not failures and listings >= 2
+    assert not failures, [(repr(exc), getattr(exc, "problems", None)) for exc in failures]
+    assert listings >= 2
