@@ -446,6 +446,10 @@ class Hub:
             asyncio.run_coroutine_threadsafe(_cancel_leftover_tasks(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=5)
+        if not self._loop_thread.is_alive():
+            # Closed here, not by the garbage collector at exit: by then its self-pipe's socket may be gone
+            # first, and BaseEventLoop.__del__ prints "Invalid file descriptor: -1" into the command's stderr.
+            self.loop.close()
         try:
             self.store.close()  # raises a StoreError (disk full, damaged) after closing the file
         finally:

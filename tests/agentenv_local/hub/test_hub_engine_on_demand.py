@@ -22,6 +22,9 @@ def _heavy_modules_after(project: Path, *argv: str) -> str:
                           timeout=60)
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY")]
     assert line, proc.stderr
+    # nothing else on stderr: a hub loop left to the garbage collector at exit printed "Exception ignored in
+    # BaseEventLoop.__del__ ... Invalid file descriptor: -1" after the report
+    assert proc.stderr.strip() == line[-1], proc.stderr
     return line[-1]
 
 
