@@ -66,8 +66,9 @@ def inspect(ref: str, config: dict[str, Any] | None = None) -> dict | None:
 
 
 @contextlib.contextmanager
-def build_lock(key: str) -> Iterator[None]:
-    """One holder at a time on this machine (for this user, whose Podman storage it is) of the lock named `key`.
+def build_lock(key: str, *, shared: bool = False) -> Iterator[None]:
+    """One holder at a time on this machine (for this user, whose Podman storage it is) of the lock named `key`;
+    with `shared`, any number of shared holders at once, but none while an exclusive one holds it.
 
     Two processes that need the same missing image (two projects' first runs, the test suite's parallel workers)
     would both build it, side by side, at twice the cost; under the lock the second waits, then finds the image
@@ -76,7 +77,7 @@ def build_lock(key: str) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
     with open(folder / f"{safe}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -99,6 +100,9 @@ _REMOVED_WHILE_LISTED = "image not known"
 # workers do exactly that), and five quick retries in a row all failed often enough to lose a prune. A removal by
 # another tool can still cross a listing; the retries are for that.
 _LISTING_LOCK = "podman-images-listing"
+# Builds hold this shared while Podman builds, removals exclusive: a build's first step after FROM failed (CI: an
+# OpenHands image at `COPY python/`, a probe image at `LABEL`, each once) while another process removed images.
+_REMOVALS_LOCK = "podman-image-removals"
 
 
 def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list[dict]:
@@ -121,8 +125,8 @@ def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list
 
 def remove_image(ref: str, config: dict[str, Any] | None = None, *, force: bool = False) -> bool:
     """`podman rmi REF` (with `force`, also when containers use it); whether it went. Never while one of our
-    listings runs (see _LISTING_LOCK)."""
-    with build_lock(_LISTING_LOCK):
+    listings or builds runs (see _LISTING_LOCK, _REMOVALS_LOCK)."""
+    with build_lock(_LISTING_LOCK), build_lock(_REMOVALS_LOCK):
         return run_podman(["rmi", *(["-f"] if force else []), ref], config, timeout=120).returncode == 0
 
 
@@ -211,11 +215,14 @@ def _build_unless_built(ref: str, name: str, version: str, digest: str, context:
         argv += ["--network", "none"]
     for key, value in sorted((build_args or {}).items()):
         argv += ["--build-arg", f"{key}={value}"]
-    code, tail = _stream([*argv, str(context)], config, on_line)
+    with build_lock(_REMOVALS_LOCK, shared=True):
+        code, tail = _stream([*argv, str(context)], config, on_line)
     if code != 0:
         failing = _failing_step(tail)
+        said = [ln for ln in tail if ln.startswith(("Error:", "error "))][-1:]  # the cause, in the message itself
         raise ImageBuildError(
-            f"building image {ref} failed" + (f" at {failing}" if failing else "") + " (nothing was tagged)",
+            f"building image {ref} failed" + (f" at {failing}" if failing else "") + " (nothing was tagged)"
+            + (f": {said[0]}" if said else ""),
             problems=tail[-15:], hint="fix the Containerfile or context and build again")
     info = inspect(ref, config)
     return {"ref": ref, "image_id": info["Id"] if info else None, "source_digest": digest, "built": True}

@@ -195,3 +195,28 @@ def test_our_listings_never_cross_our_removals(podman_base_image, probe_name, tm
         churner.join()
     assert not failures, [(repr(exc), getattr(exc, "problems", None)) for exc in failures]
     assert listings >= 2
+
+
+def test_a_removal_waits_for_the_builds_in_flight(tmp_path):
+    """A build's first step after FROM failed in CI while another process removed images (an OpenHands image at
+    `COPY python/`, a probe image at `LABEL`): removals wait while any of our builds runs, and builds run side by
+    side. A stand-in podman records that the removal ran."""
+    import threading
+
+    ran = tmp_path / "ran"
+    fake = tmp_path / "podman"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {ran}\n")
+    fake.chmod(0o755)
+    removed = threading.Event()
+
+    def remove() -> None:
+        images.remove_image("localhost/agentenv/x:1", {"podman": str(fake)})
+        removed.set()
+
+    with images.build_lock(images._REMOVALS_LOCK, shared=True):  # a build in flight ...
+        with images.build_lock(images._REMOVALS_LOCK, shared=True):  # ... and another beside it
+            remover = threading.Thread(target=remove)
+            remover.start()
+            assert not removed.wait(1.0) and not ran.exists()  # held back while they run
+    remover.join(timeout=30)
+    assert removed.is_set() and ran.read_text().split() == ["rmi", "localhost/agentenv/x:1"]
