@@ -125,8 +125,9 @@ def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list
 
 def remove_image(ref: str, config: dict[str, Any] | None = None, *, force: bool = False) -> bool:
     """`podman rmi REF` (with `force`, also when containers use it); whether it went. Never while one of our
-    listings or builds runs (see _LISTING_LOCK, _REMOVALS_LOCK)."""
-    with build_lock(_LISTING_LOCK), build_lock(_REMOVALS_LOCK):
+    listings or builds runs (see _LISTING_LOCK, _REMOVALS_LOCK). The builds are waited for first, so that a
+    removal held back by a long build does not hold every listing back with it."""
+    with build_lock(_REMOVALS_LOCK), build_lock(_LISTING_LOCK):
         return run_podman(["rmi", *(["-f"] if force else []), ref], config, timeout=120).returncode == 0
 
 

@@ -205,18 +205,25 @@ def test_a_removal_waits_for_the_builds_in_flight(tmp_path):
 
     ran = tmp_path / "ran"
     fake = tmp_path / "podman"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {ran}\n")
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = images ]; then echo '[]'; else echo \"$@\" >> {ran}; fi\n")
     fake.chmod(0o755)
-    removed = threading.Event()
+    removed, listed = threading.Event(), threading.Event()
 
     def remove() -> None:
         images.remove_image("localhost/agentenv/x:1", {"podman": str(fake)})
         removed.set()
+
+    def list_them() -> None:
+        if images.list_images({"podman": str(fake)}) == []:
+            listed.set()
 
     with images.build_lock(images._REMOVALS_LOCK, shared=True):  # a build in flight ...
         with images.build_lock(images._REMOVALS_LOCK, shared=True):  # ... and another beside it
             remover = threading.Thread(target=remove)
             remover.start()
             assert not removed.wait(1.0) and not ran.exists()  # held back while they run
+            # the removal waiting for them holds no listing back
+            threading.Thread(target=list_them, daemon=True).start()
+            assert listed.wait(30), "a listing waited for a removal that waits for a build"
     remover.join(timeout=30)
     assert removed.is_set() and ran.read_text().split() == ["rmi", "localhost/agentenv/x:1"]
