@@ -119,7 +119,8 @@ def list_images(config: dict[str, Any] | None = None, attempts: int = 5) -> list
         labels = row.get("Labels") or {}
         out.append({"name": labels.get(LABEL_NAME), "version": labels.get(LABEL_VERSION),
                     "source_digest": labels.get(LABEL_SOURCE), "image_id": row.get("Id"),
-                    "digest": row.get("Digest"), "tags": row.get("Names") or [], "size": row.get("Size")})
+                    "digest": row.get("Digest"), "tags": row.get("Names") or [], "size": row.get("Size"),
+                    "created": row.get("Created") or 0})
     return sorted(out, key=lambda r: (r["name"] or "", r["version"] or ""))
 
 

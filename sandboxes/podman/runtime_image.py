@@ -79,22 +79,61 @@ def _source_files(root: Path) -> list[Path]:
     return out
 
 
-def pins() -> str:
-    """`name==version` of every distribution next to this process (constraints: unused ones are ignored)."""
-    seen: dict[str, str] = {}
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _requirement_names(requirements: list[str]) -> list[str]:
+    """The distribution names of requirements, leaving out those only an extra asks for (`; extra == "x"`):
+    the image installs agentenv-local without extras."""
+    names = []
+    for line in requirements:
+        requirement, _, marker = line.partition(";")
+        found = _REQUIREMENT_NAME.match(requirement)
+        if found and "extra" not in marker:
+            names.append(_key(found.group(1)))
+    return names
+
+
+def _project_requirements(root: Path) -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+    return [str(line) for line in project.get("dependencies", [])]
+
+
+def pins(root: Path | None = None) -> str:
+    """`name==version` of agentenv-local's runtime dependencies (the closure of pyproject.toml's
+    dependencies) as installed next to this process: the image gets the versions the host runs and tests.
+
+    Only the closure, not every distribution beside this process: a plugin, a test tool or a second venv that
+    sees this checkout (and one more distribution) must find the same image, not build its own runtime and
+    prune the one every other process on the machine is building FROM."""
+    installed: dict[str, importlib.metadata.Distribution] = {}
     for dist in importlib.metadata.distributions():
         # an email.message.Message at runtime; typeshed's PackageMetadata protocol leaves out get()
-        name = (dist.metadata.get("Name") or "").strip()  # type: ignore[attr-defined]
-        key = re.sub(r"[-_.]+", "-", name).lower()
-        if key and key not in _UNPINNED and key not in seen and dist.version:
-            seen[key] = f"{name}=={dist.version}"
+        key = _key((dist.metadata.get("Name") or "").strip())  # type: ignore[attr-defined]
+        if key and key not in installed and dist.version:  # the first on sys.path wins, as for imports
+            installed[key] = dist
+    seen: dict[str, str] = {}
+    todo = _requirement_names(_project_requirements(root or project_root()))
+    while todo:
+        key = todo.pop()
+        dist = installed.get(key)
+        if key in seen or key in _UNPINNED or dist is None:  # not installed: a marker left it out here
+            continue
+        seen[key] = f"{dist.metadata['Name'].strip()}=={dist.version}"
+        todo += _requirement_names(dist.requires or [])
     return "\n".join(seen[k] for k in sorted(seen)) + "\n"
 
 
 def runtime_digest(config: dict[str, Any] | None = None, root: Path | None = None) -> str:
     root = root or project_root()
     h = hashlib.sha256()
-    h.update(f"base\0{images.base_image_ref(config)}\0containerfile\0{CONTAINERFILE}\0pins\0{pins()}\0".encode())
+    h.update(f"base\0{images.base_image_ref(config)}\0containerfile\0{CONTAINERFILE}\0pins\0{pins(root)}\0".encode())
     for path in _source_files(root):
         h.update(f"file\0{path.relative_to(root).as_posix()}\0".encode())
         h.update(path.read_bytes())
@@ -190,7 +229,7 @@ def _build_runtime_image(root: Path, ref: str, version: str, base: str, config: 
         wheels = context / "wheels"
         project_wheel = _project_wheel(root, Path(tmp) / "project")
         constraints = Path(tmp) / "constraints.txt"
-        constraints.write_text(pins())
+        constraints.write_text(pins(root))
         say("downloading agentenv-local's dependencies as wheels for the base image")
         _wheelhouse(project_wheel, wheels, _target(base, config), constraints)
         (context / "Containerfile").write_text(CONTAINERFILE)
@@ -207,19 +246,25 @@ _AUTO_VERSION = re.compile(r"[0-9a-f]{16}")
 
 
 def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> list[str]:
-    """Untag the other digest-tagged (automatic) versions of localhost/agentenv/NAME. `podman rmi` without
+    """Untag the older digest-tagged (automatic) versions of localhost/agentenv/NAME. `podman rmi` without
     force: one that a container uses stays; one an image is built FROM loses its name, and Podman frees its
-    layers with the last such image. Answers what went."""
+    layers with the last such image. A version built after `keep` stays: another checkout or venv on this
+    machine made it and is using it (two of them would otherwise untag each other's in turn). Answers what
+    went."""
     gone: list[str] = []
     try:
         rows = images.list_images(config)
     except Exception:  # tidying up is best effort
         return gone
+    kept = next((row for row in rows if keep in row["tags"]), None)
+    if kept is None:  # nothing to measure "older" against
+        return gone
     for row in rows:
         if row["name"] != name or not _AUTO_VERSION.fullmatch(row["version"] or ""):
             continue
         ref = images.image_ref(name, row["version"])
-        if ref != keep and ref in row["tags"] and images.remove_image(ref, config):
+        if ref != keep and ref in row["tags"] and row["created"] <= kept["created"] \
+                and images.remove_image(ref, config):
             gone.append(ref)
     return gone
 

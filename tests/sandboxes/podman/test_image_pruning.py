@@ -72,6 +72,22 @@ def test_older_automatic_versions_go_but_not_a_named_one_or_one_a_container_runs
         provider.prune_older_images("docker.io/library/debian:12")
 
 
+def test_a_version_built_after_the_one_kept_stays(podman_base_image, probe_name, tmp_path):
+    """Two checkouts (or venvs) of different sources on one machine each keep their own runtime: the older one's
+    prune must not untag the newer one's image, or each would untag the other's in turn while it is built FROM."""
+    import time
+
+    from sandboxes.podman.runtime_image import prune_older
+
+    older = _build(probe_name, _version(), podman_base_image, tmp_path / "older", "older")
+    kept = _build(probe_name, _version(), podman_base_image, tmp_path / "kept", "kept")
+    time.sleep(1.1)  # Podman's creation times are whole seconds
+    newer = _build(probe_name, _version(), podman_base_image, tmp_path / "newer", "newer")
+    assert prune_older(probe_name, kept) == [older]
+    assert _tags(probe_name) == {kept, newer}
+    assert prune_older(probe_name, newer) == [kept]
+
+
 class _Provider:
     """The Podman provider with a runtime image of the test's own (a probe image), its prunes recorded."""
 
