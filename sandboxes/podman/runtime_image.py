@@ -122,11 +122,11 @@ def pins(root: Path | None = None) -> str:
     todo = _requirement_names(_project_requirements(root or project_root()))
     while todo:
         key = todo.pop()
-        dist = installed.get(key)
-        if key in seen or key in _UNPINNED or dist is None:  # not installed: a marker left it out here
+        needed = installed.get(key)
+        if key in seen or key in _UNPINNED or needed is None:  # not installed: a marker left it out here
             continue
-        seen[key] = f"{dist.metadata['Name'].strip()}=={dist.version}"
-        todo += _requirement_names(dist.requires or [])
+        seen[key] = f"{needed.metadata['Name'].strip()}=={needed.version}"
+        todo += _requirement_names(needed.requires or [])
     return "\n".join(seen[k] for k in sorted(seen)) + "\n"
 
 
