@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
+
+from . import entry_points
 
 CORE_DISTRIBUTION = "agentenv-local"
 
@@ -48,21 +49,6 @@ class Contribution:
                 "version": self.version, "status": self.status, "reason": self.reason, "builtin": self.builtin}
 
 
-_DISTRIBUTIONS: dict[str, tuple[str, str]] = {}
-
-
-def _name_and_version(dist: metadata.Distribution | None) -> tuple[str, str]:
-    """A distribution's name and version, read once per process: each read parses its METADATA file, and our
-    own distribution alone contributes two dozen entry points (about 50 ms of every command's start)."""
-    if dist is None:
-        return "unknown", "?"
-    key = str(getattr(dist, "_path", id(dist)))
-    if key not in _DISTRIBUTIONS:
-        meta = dist.metadata
-        _DISTRIBUTIONS[key] = (meta["Name"], meta["Version"])
-    return _DISTRIBUTIONS[key]
-
-
 class PluginRegistry:
     """Discovers contributions per group and loads them on first use."""
 
@@ -70,14 +56,18 @@ class PluginRegistry:
         self._groups: dict[str, dict[str, Contribution]] = {}
         self._extra: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
+        self._points: list[entry_points.EntryPoint] | None = None  # sys.path's, read on first use
 
     def _discover(self, group: str) -> dict[str, Contribution]:
         if group not in GROUPS:
             raise KeyError(f"unknown plugin group {group!r}; known: {', '.join(GROUPS)}")
         found: dict[str, list[Contribution]] = {}
-        for ep in metadata.entry_points(group=GROUPS[group]):
-            dist, version = _name_and_version(ep.dist)
-            found.setdefault(ep.name, []).append(Contribution(group, ep.name, ep.value, dist, version))
+        if self._points is None:
+            self._points = entry_points.scan()
+        for ep in self._points:
+            if ep.group == GROUPS[group]:
+                found.setdefault(ep.name, []).append(Contribution(group, ep.name, ep.value, ep.distribution,
+                                                                  ep.version))
         result: dict[str, Contribution] = {}
         for name, claims in found.items():
             # The same distribution can appear twice (editable + site-packages); keep one.
