@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentenv_local.errors import AgentenvError
+
+# Paths of a sandbox that are its own: /app (its work folder), its temporary folders and its control channel.
+RESERVED_PATHS = ("/app", "/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev", "/.agentenv")
 
 
 class NetworkPolicy(BaseModel):
@@ -53,6 +56,23 @@ class SandboxSpec(BaseModel):
     # The sandbox must reach services on this machine's loopback (an agent talking to the hub's gateways
     # and model proxies); the provider says at which address in `Sandbox.host_address`.
     host_access: bool = False
+    # Folders (or files) of this machine the sandbox sees read-only: container path -> host path. What the core
+    # mounts is its own (a coding CLI's install from the setup cache, hosting/agents/cli_image.py), never a path a
+    # task names. A provider that cannot mount refuses a spec that has any.
+    read_only_mounts: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("read_only_mounts")
+    @classmethod
+    def _mounts_are_absolute_and_clear_of_app(cls, mounts: dict[str, str]) -> dict[str, str]:
+        for inside, host in mounts.items():
+            for path in (inside, host):
+                if not path.startswith("/") or ".." in path.split("/") or "\0" in path:
+                    raise ValueError(f"read_only_mounts: {path!r} is not an absolute path without '..'")
+            inside_path = inside.rstrip("/")
+            if inside_path in ("", *RESERVED_PATHS) or inside_path.startswith(tuple(f"{p}/" for p in RESERVED_PATHS)):
+                raise ValueError(f"read_only_mounts: {inside!r} is (or is inside) a folder the sandbox itself "
+                                 f"uses ({', '.join(RESERVED_PATHS)})")
+        return mounts
 
 
 @dataclass
@@ -263,6 +283,10 @@ class SandboxProvider(abc.ABC):
         uses stays; one another image is built FROM loses its name, its layers staying for that image. Answers
         the refs that went."""
         raise self._cannot("prune images")
+
+    def mark_image_used(self, ref: str) -> None:
+        """Say that `ref` is about to be used (built FROM, run): prune_older_images, of any process, leaves it a
+        while. Nothing to do for a provider that never prunes."""
 
     def logs(self, sandbox_id: str, tail: int = 200) -> str:
         """What a sandbox's main process printed."""

@@ -239,6 +239,11 @@ class ProcessSandboxProvider(SandboxProvider):
                 f"{policy.mode!r}): its commands use this machine's network",
                 hint="drop network_policy (or set mode allow_all), or use sandbox_type \"podman\"",
             )
+        if spec.read_only_mounts:
+            raise StepError(
+                f"the process sandbox provider cannot mount folders at other paths (read_only_mounts: "
+                f"{', '.join(sorted(spec.read_only_mounts))}): its commands see this machine's own files",
+                hint="use sandbox_type \"podman\"")
         self.root.mkdir(parents=True, exist_ok=True)
         while True:
             sandbox_id = f"process-{secrets.token_hex(6)}"

@@ -283,6 +283,11 @@ class DeployAgentStep(Step):
             cli_image = await asyncio.to_thread(cli_agent_image, provider, stored["spec"])
             image = cli_image or await asyncio.to_thread(provider.runtime_image)
             command = [*serve, "--host", "0.0.0.0", "--port", "8000"]
+        mounts: dict[str, str] = {}
+        if cli_image:  # the CLI itself, from the setup cache (the image holds Node, not the CLI)
+            from agentenv_local.hosting.agents.cli_image import agent_mounts
+
+            mounts = agent_mounts(stored["spec"])
         plan = agent_net.network_plan(reaches) if cli_image else None
         net_env: dict[str, str] = {}
         if plan is not None:  # network none; the relay carries the agent's A2A port, the plan's ports and tunnel
@@ -292,7 +297,7 @@ class DeployAgentStep(Step):
             net_env = plan.env_vars
         spec = SandboxSpec(name=f"agent-{self.agent_name}", mode="container", image=image, command=command,
                            exposed_ports=[] if plan is not None else [8000], host_access=plan is None,
-                           run_id=ctx.run_id,
+                           run_id=ctx.run_id, read_only_mounts=mounts,
                            env_vars={"A2A_HOST": "0.0.0.0", "A2A_PORT": "8000", **net_env, **stored["env_vars"],
                                      **self.env_vars},
                            labels={"agentenv.run": ctx.run_id, "agentenv.agent-instance": instance_id})

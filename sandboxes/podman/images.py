@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -82,6 +83,45 @@ def build_lock(key: str, *, shared: bool = False) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# How long a version handed out for use (mark_used) is safe from another process's prune: far longer than the
+# moment between handing a ref out and a build FROM it or a container of it starting (then Podman itself keeps
+# the image: removals wait for builds in flight, and `rmi` without force leaves an image a container runs).
+IN_USE_GRACE_S = 600.0
+
+
+def _use_stamp(ref: str) -> Path:
+    return user_config_dir() / "image-use" / "".join(c if c.isalnum() or c in "-_." else "_" for c in ref)
+
+
+def mark_used(ref: str) -> None:
+    """Record that this process is about to use `ref` (build FROM it, start a container of it)."""
+    stamp = _use_stamp(ref)
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+        os.utime(stamp)
+    except OSError:  # a read-only config folder: pruning is the only thing that reads these
+        pass
+
+
+def used_within(ref: str, seconds: float) -> bool:
+    try:
+        return _use_stamp(ref).stat().st_mtime > time.time() - seconds
+    except OSError:
+        return False
+
+
+def forget_stale_uses(older_than_s: float = IN_USE_GRACE_S) -> None:
+    """Delete the use stamps older than `older_than_s` (they no longer protect anything)."""
+    folder = user_config_dir() / "image-use"
+    cutoff = time.time() - older_than_s
+    with contextlib.suppress(OSError):
+        for stamp in folder.iterdir():
+            with contextlib.suppress(OSError):
+                if stamp.stat().st_mtime < cutoff:
+                    stamp.unlink()
 
 
 def exists(ref: str, config: dict[str, Any] | None = None) -> bool:

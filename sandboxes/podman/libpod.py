@@ -1,9 +1,9 @@
 """A small client of the Podman REST service for the calls on a sandbox's critical path.
 
 Importing podman-py (requests, urllib3, rich) costs a one-shot command 60-170 ms of its ~1 s; the few
-calls that make a sandbox (ping, image exists, create, start, inspect) need only HTTP/1.1 over the
+calls that make and remove a sandbox (ping, image exists, create, start, inspect, remove) need only HTTP/1.1 over the
 service's unix socket, which the standard library's http.client speaks. Everything else (listing,
-removing, pruning, logs) still goes through podman-py, imported when first needed.
+pruning, logs) still goes through podman-py, imported when first needed.
 
 `create_spec()` renders the same libpod SpecGenerator that podman-py's `containers.create()` sends for
 the keyword arguments the provider uses (tests/sandboxes/podman/test_libpod.py compares the two), so a
@@ -87,6 +87,10 @@ class LibpodClient:
     def start_container(self, name: str) -> None:
         self.request("POST", f"/containers/{urllib.parse.quote_plus(name)}/start")
 
+    def remove_container(self, name: str) -> None:
+        """`podman rm --force --time 0 --ignore NAME`: killed at once (no stop grace), gone already is fine."""
+        self.request("DELETE", f"/containers/{urllib.parse.quote_plus(name)}?force=true&ignore=true&timeout=0")
+
     def inspect_container(self, name: str) -> dict[str, Any]:
         _, payload = self.request("GET", f"/containers/{urllib.parse.quote_plus(name)}/json")
         data = json.loads(payload)
@@ -113,7 +117,7 @@ def _bytes(size: str | int) -> int:
     return int(text)
 
 
-def create_spec(image: str, *, name: str, labels: dict[str, str], mounts: list[dict[str, str]],
+def create_spec(image: str, *, name: str, labels: dict[str, str], mounts: list[dict[str, Any]],
                 volumes: dict[str, dict[str, Any]], network_mode: str, init: bool, stop_timeout: int,
                 read_only: bool, cap_drop: list[str], no_new_privileges: bool, mem_limit: str, cpu_period: int,
                 cpu_quota: int, pids_limit: int, environment: dict[str, str], working_dir: str,
@@ -122,7 +126,8 @@ def create_spec(image: str, *, name: str, labels: dict[str, str], mounts: list[d
                 network_options: dict[str, list[str]] | None = None,
                 ports: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
     """The SpecGenerator podman-py's `containers.create(image, **same keywords)` posts (empty values left out)."""
-    all_mounts = [{"destination": m["target"], "options": [], "source": m["source"], "type": m["type"]}
+    all_mounts = [{"destination": m["target"], "options": list(m.get("options") or []), "source": m["source"],
+                   "type": m["type"]}
                   for m in mounts]
     all_mounts += [{"destination": v["bind"], "options": list(v.get("extended_mode") or []), "source": src,
                     "type": "bind"} for src, v in volumes.items()]

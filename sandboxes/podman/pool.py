@@ -42,6 +42,7 @@ class WarmPool:
     def eligible(self, spec: SandboxSpec) -> bool:
         policy = spec.network_policy
         return (self.size > 0 and spec.mode == "vm" and not spec.exposed_ports and not spec.host_access
+                and not spec.read_only_mounts
                 and (policy is None or policy.mode == "none") and self.provider.use_socket_channel(spec))
 
     def ready_count(self, spec: SandboxSpec, image: str) -> int:

@@ -63,7 +63,7 @@ from .engine import (
     podman_env,
     run_podman,
 )
-from .libpod import LibpodClient, create_spec
+from .libpod import LibpodClient, LibpodError, create_spec
 from .pool import WarmPool
 from .readiness import SETUP_HINT, mark_set_up, marker_path, not_ready_reason
 from .service import PodmanService
@@ -407,6 +407,9 @@ class PodmanSandboxProvider(SandboxProvider):
             raise StepError(
                 "the podman provider cannot enforce a network allowlist (network_policy mode 'allowlist')",
                 hint="use mode \"none\" (the default) or \"allow_all\", or a provider that supports allowlists")
+        missing = [host for host in spec.read_only_mounts.values() if not os.path.exists(host)]
+        if missing:
+            raise StepError(f"cannot mount {', '.join(missing)} into the sandbox: not on this machine")
 
     # -- creating -----------------------------------------------------------------------------
     async def create(self, spec: SandboxSpec) -> PodmanSandbox:
@@ -509,10 +512,13 @@ class PodmanSandboxProvider(SandboxProvider):
         if owner is not None:
             idmap = [{"container_id": 0, "host_id": owner[0], "size": USERNS_SIZE}]
             kwargs.update(userns_mode="private", idmappings={"UIDMap": idmap, "GIDMap": idmap})
-        mounts = []
+        mounts: list[dict[str, Any]] = []
         read_only = bool(self.config.get("read_only", True))
         if read_only:  # a read-only root still needs somewhere to put temporary files
             mounts += [{"type": "tmpfs", "source": "tmpfs", "target": t} for t in ("/tmp", "/var/tmp", "/run")]
+        # nosuid,nodev as for /app; rbind: a mounted folder's own mounts come along
+        mounts += [{"type": "bind", "source": host, "target": inside, "options": ["ro", "rbind", "nosuid", "nodev"]}
+                   for inside, host in sorted(spec.read_only_mounts.items())]
         if spec.mode == "vm":
             kwargs["command"] = (agent_argv(listen=f"{CTL}/{AGENT_SOCKET}") if socket_channel
                                  else ["sleep", "2147483647"])
@@ -669,9 +675,20 @@ class PodmanSandboxProvider(SandboxProvider):
     # -- removing -----------------------------------------------------------------------------
     def remove_sync(self, sandbox_id: str) -> bool:
         removed = False
-        with contextlib.suppress(Exception):
-            self.ready().containers.get(sandbox_id).remove(force=True)
+        try:
+            api = self.api()
+            try:
+                api.remove_container(sandbox_id)
+            except LibpodError as exc:
+                # Podman answers "container not running" when the container exits while `rm --force` kills it,
+                # and leaves it there, exited (CI, stop 33: an OpenHands agent container outlived its run so).
+                # Removing the exited container then goes through.
+                if "not running" not in exc.explanation:
+                    raise
+                api.remove_container(sandbox_id)
             removed = True
+        except (LibpodError, OSError, AgentenvError):  # not removed: `agentenv sandbox prune` finishes the job
+            pass
         shutil.rmtree(self.root / sandbox_id, ignore_errors=True)
         return removed
 
@@ -811,6 +828,9 @@ class PodmanSandboxProvider(SandboxProvider):
         from .runtime_image import ensure_runtime_image
 
         return ensure_runtime_image(self.config, on_line=on_line)
+
+    def mark_image_used(self, ref: str) -> None:
+        images.mark_used(ref)
 
     def prune_older_images(self, keep: str) -> builtins.list[str]:
         from .runtime_image import prune_older

@@ -209,6 +209,7 @@ def ensure_runtime_image(config: dict[str, Any] | None = None, *,
     digest = runtime_digest(config, root)
     version = digest[:16]
     ref = images.image_ref(RUNTIME_NAME, version)
+    images.mark_used(ref)  # before it is looked for: from now on no other process's prune takes it
     if images.exists(ref, config):
         return ref
     base = images.ensure_base_image(config, on_line=on_line)
@@ -248,9 +249,9 @@ _AUTO_VERSION = re.compile(r"[0-9a-f]{16}")
 def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> list[str]:
     """Untag the older digest-tagged (automatic) versions of localhost/agentenv/NAME. `podman rmi` without
     force: one that a container uses stays; one an image is built FROM loses its name, and Podman frees its
-    layers with the last such image. A version built after `keep` stays: another checkout or venv on this
-    machine made it and is using it (two of them would otherwise untag each other's in turn). Answers what
-    went."""
+    layers with the last such image. Two kinds stay, for another checkout or venv of this machine may be using
+    them (two such would otherwise untag each other's in turn): a version built after `keep`, and one handed
+    out for use (images.mark_used) within the last IN_USE_GRACE_S. Answers what went."""
     gone: list[str] = []
     try:
         rows = images.list_images(config)
@@ -264,8 +265,9 @@ def prune_older(name: str, keep: str, config: dict[str, Any] | None = None) -> l
             continue
         ref = images.image_ref(name, row["version"])
         if ref != keep and ref in row["tags"] and row["created"] <= kept["created"] \
-                and images.remove_image(ref, config):
+                and not images.used_within(ref, images.IN_USE_GRACE_S) and images.remove_image(ref, config):
             gone.append(ref)
+    images.forget_stale_uses()
     return gone
 
 

@@ -135,6 +135,22 @@ def test_the_image_tag_follows_its_inputs(cli_agent_images: dict[str, str]) -> N
     assert cli_agent_images["claude-code"].startswith("localhost/agentenv/agent-claude-code:")
 
 
+def test_the_image_carries_node_and_its_container_mounts_the_cli_read_only(cli_agent_images: dict[str, str]) -> None:
+    """The CLI (hundreds of MB) is not copied into the image: a container of it mounts the setup cache's install
+    read-only at /opt/agent-clis/NAME (what steps/agent.py passes as read_only_mounts)."""
+    from sandboxes.podman.engine import run_podman
+
+    ref = cli_agent_images["claude-code"]
+    proc = run_podman(["run", "--rm", ref, "sh", "-c", "node --version && ls -A /opt/agent-clis/claude-code | wc -l"],
+                      {}, timeout=120)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0 and out.startswith("v") and out.split()[-1] == "0", out + proc.stderr.decode()
+    mounts = cli_image.agent_mounts("claude-code")
+    assert mounts == {"/opt/agent-clis/claude-code": str(cli_image.cli_cache("claude-code"))}
+    python, venv = cli_image.openhands_paths()
+    assert cli_image.agent_mounts("openhands") == {str(python): str(python), str(venv): str(venv)}
+
+
 def test_an_agent_without_an_image_says_which_have_one() -> None:
     with pytest.raises(cli_image.AgentImageError) as err:
         cli_image.cli_cache("tool-loop")

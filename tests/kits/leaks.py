@@ -47,6 +47,27 @@ def pids_listening_on(port: int) -> set[int]:
             if entry.name.isdigit() and wanted & _socket_inodes(int(entry.name))}
 
 
+def sockets_on(port: int) -> list[str]:
+    """Every TCP socket whose local or remote end is 127.0.0.1:`port` (any state), with its owner: what keeps the
+    port from being bound."""
+    wanted = f"0100007F:{port:04X}"
+    rows = [cols for cols in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+            if wanted in (cols[1], cols[2])]
+    owners: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            owners.update(dict.fromkeys(_socket_inodes(int(entry.name)), int(entry.name)))
+    out = []
+    for cols in rows:
+        pid = owners.get(cols[9])
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120] if pid else ""
+        except OSError:
+            command = ""
+        out.append(f"{cols[1]} -> {cols[2]} state {cols[3]} pid {pid or '-'} {command}".strip())
+    return out
+
+
 def _listening_ports(pid: int) -> set[int]:
     """The TCP ports process `pid` listens on (IPv4 and IPv6)."""
     mine = _socket_inodes(pid)

@@ -274,3 +274,33 @@ def test_commands_do_not_inherit_our_secrets(sandbox, monkeypatch):
     assert result.ok
     assert "sk-should-not-leak" not in result.stdout and "also-secret" not in result.stdout
     assert "PATH=" in result.stdout and "GREETING=hi" in result.stdout  # what it needs still arrives
+
+
+@pytest.mark.parametrize("mounts, says", [
+    ({"opt/x": "/usr"}, "not an absolute path"),
+    ({"/opt/x": "usr"}, "not an absolute path"),
+    ({"/opt/../app": "/usr"}, "without '..'"),
+    ({"/app": "/usr"}, "a folder the sandbox itself uses"),
+    ({"/app/cli": "/usr"}, "a folder the sandbox itself uses"),
+    ({"/tmp/": "/usr"}, "a folder the sandbox itself uses"),
+    ({"/": "/usr"}, "a folder the sandbox itself uses"),
+    ({"/.agentenv/x": "/usr"}, "a folder the sandbox itself uses"),
+])
+def test_a_read_only_mount_must_be_absolute_and_clear_of_the_sandbox_own_folders(mounts, says):
+    from pydantic import ValidationError
+
+    from agentenv_local.sandbox_api import SandboxSpec
+
+    with pytest.raises(ValidationError, match=says):
+        SandboxSpec(name="box", read_only_mounts=mounts)
+    assert SandboxSpec(name="box", read_only_mounts={"/opt/x": "/usr"}).read_only_mounts == {"/opt/x": "/usr"}
+
+
+def test_the_process_provider_refuses_read_only_mounts(tmp_path):
+    from agentenv_local.sandbox_api import SandboxSpec
+    from sandboxes.process import ProcessSandboxProvider
+
+    provider = ProcessSandboxProvider(tmp_path / ".agentenv")
+    with pytest.raises(StepError, match="cannot mount folders"):
+        asyncio.run(provider.create(SandboxSpec(name="box", read_only_mounts={"/opt/x": "/usr"})))
+    assert not list((tmp_path / ".agentenv").rglob("sandbox.json"))

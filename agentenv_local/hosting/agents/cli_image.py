@@ -1,28 +1,32 @@
-"""The CLI-agent images: the env runtime image plus Node and one coding CLI, for CLI agents in containers.
+"""The CLI-agent images: the env runtime image plus Node, for a coding CLI's agent in a container.
 
     ref = ensure_agent_image(provider, "claude-code")   # localhost/agentenv/agent-claude-code:<digest>
+    mounts = agent_mounts("claude-code")                # {"/opt/agent-clis/claude-code": ".cache/agent-clis/..."}
 
 Built through the sandbox provider's image interface (`runtime_image`, `list_images`, `build_image`; Podman's
-is sandboxes/podman). What goes in: the env runtime image (agentenv-local in /opt/agentenv), this machine's `node`
-binary with the shared libraries it needs beyond glibc (copied to /usr/local/lib/agentenv-node, registered
-with ldconfig), and the CLI's npm install from the setup cache (.cache/agent-clis/NAME, the exact pinned
-packages scripts/setup-agent-clis.sh installed from the npm registry) at /opt/agent-clis/NAME, its
-node_modules/.bin on PATH. The build needs no network, nor does the agent in it afterwards.
+is sandboxes/podman). What goes in: the env runtime image (agentenv-local in /opt/agentenv) and this machine's
+`node` binary with the shared libraries it needs beyond glibc (copied to /usr/local/lib/agentenv-node,
+registered with ldconfig). The CLI is not copied in: a container of the image mounts the CLI's npm install from
+the setup cache (.cache/agent-clis/NAME, the exact pinned packages scripts/setup-agent-clis.sh installed from
+the npm registry) read-only at /opt/agent-clis/NAME, its node_modules/.bin on PATH. The build mounts it the same
+way to check the CLI answers --version there. Neither the build nor the agent needs a network.
 
-Why the setup cache and not an `npm install` inside the build: the build then needs no network and no npm,
-and the packages in the image are byte for byte the ones the host tests run (see docs/sandboxes.md for the
-measured build times).
+Why mounted, not copied: a CLI's install is 100-800 MB (OpenHands' venv 788 MB). Copied, each image was as
+large and took 40-300 s to build (every source change of agentenv-local makes a new runtime image, so new
+CLI-agent images); mounted, the image adds Node's ~100 MB and builds in seconds, and the container runs the
+same bytes the host tests run. Why the setup cache and not an `npm install` inside the build: no network and no
+npm needed.
 
 The tag is a digest of the runtime image's ref, the node binary, the CLI's lock file and this recipe: an
 unchanged input finds its image and builds nothing; a changed one builds a new tag.
 
 OpenHands is a Python 3.12 venv (.cache/agent-clis/openhands-venv) and the runtime image's Python is Debian
-bookworm's 3.11, so its image carries instead the venv's own Python (the prefix its pyvenv.cfg names, a build of
-this machine against the same bookworm libraries) and the venv, each at the absolute path it has here (the
-interpreter's RUNPATH and the venv's scripts name those paths), plus this machine's tmux (OpenHands' terminal
-tool runs commands in tmux) with its libraries beyond glibc; `openhands` is linked into /usr/local/bin (the
-venv's bin stays off PATH: the agent's own `python` is the runtime's). Its digest covers the interpreter, the
-venv's installed distributions, tmux and the recipe.
+bookworm's 3.11, so its container mounts instead the venv's own Python (the prefix its pyvenv.cfg names, a build
+of this machine against the same bookworm libraries) and the venv, each at the absolute path it has here (the
+interpreter's RUNPATH and the venv's scripts name those paths); its image carries this machine's tmux (OpenHands'
+terminal tool runs commands in tmux) with its libraries beyond glibc, and links `openhands` into /usr/local/bin
+(the venv's bin stays off PATH: the agent's own `python` is the runtime's). Its digest covers the interpreter,
+the venv's installed distributions, tmux and the recipe.
 """
 
 from __future__ import annotations
@@ -62,12 +66,15 @@ _GLIBC = ("libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-lin
 
 _RUNTIME_PATH = "/opt/agentenv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the runtime's
 
+# The CLI itself is not copied in: a container of the image mounts it read-only from the setup cache
+# (agent_mounts). The build mounts it too, only to check that the CLI answers --version on the image.
 CONTAINERFILE = f"""\
 ARG RUNTIME
 FROM ${{RUNTIME}}
 COPY node/ {NODE_LIBS}/
-COPY cli/ {CLI_ROOT}/@CLI@/
-RUN mv {NODE_LIBS}/node /usr/local/bin/node \\
+RUN mkdir -p {CLI_ROOT}/@CLI@
+RUN --mount=type=bind,source=cli,target={CLI_ROOT}/@CLI@ \\
+    mv {NODE_LIBS}/node /usr/local/bin/node \\
  && echo {NODE_LIBS} > /etc/ld.so.conf.d/agentenv-node.conf && ldconfig \\
  && node --version \\
  && HOME=/tmp {CLI_ROOT}/@CLI@/node_modules/.bin/@BINARY@ --version
@@ -78,10 +85,10 @@ ENV PATH={CLI_ROOT}/@CLI@/node_modules/.bin:{_RUNTIME_PATH}
 OPENHANDS_CONTAINERFILE = f"""\
 ARG RUNTIME
 FROM ${{RUNTIME}}
-COPY python/ @PYTHON@/
-COPY venv/ @VENV@/
 COPY tmux/ {TMUX_LIBS}/
-RUN mv {TMUX_LIBS}/tmux /usr/local/bin/tmux \\
+RUN mkdir -p @PYTHON@ @VENV@
+RUN --mount=type=bind,source=python,target=@PYTHON@ --mount=type=bind,source=venv,target=@VENV@ \\
+    mv {TMUX_LIBS}/tmux /usr/local/bin/tmux \\
  && echo {TMUX_LIBS} > /etc/ld.so.conf.d/agentenv-tmux.conf && ldconfig \\
  && tmux -V \\
  && ln -s @VENV@/bin/openhands /usr/local/bin/openhands \\
@@ -95,6 +102,15 @@ def containerfile(agent: str) -> str:
         python, venv = openhands_paths()
         return OPENHANDS_CONTAINERFILE.replace("@PYTHON@", str(python)).replace("@VENV@", str(venv))
     return CONTAINERFILE.replace("@CLI@", agent).replace("@BINARY@", CLI_BINARIES[agent][1])
+
+
+def agent_mounts(agent: str) -> dict[str, str]:
+    """What a container of `agent`'s image mounts read-only (container path -> this machine's path): the CLI's
+    install from the setup cache; for OpenHands its Python prefix and venv, each at the path it has here."""
+    if agent == OPENHANDS:
+        python, venv = openhands_paths()
+        return {str(python): str(python), str(venv): str(venv)}
+    return {f"{CLI_ROOT}/{agent}": str(cli_cache(agent))}
 
 
 def openhands_paths() -> tuple[Path, Path]:
@@ -225,6 +241,9 @@ def _ensure(provider: Any, agent: str, on_line: Callable[[str], None] | None) ->
     name = agent_image_name(agent)
     version = agent_digest(agent, runtime)[:16]
     ref = f"{IMAGE_REPO}/{name}:{version}"
+    mark = getattr(provider, "mark_image_used", None)
+    if mark is not None:  # before it is looked for: no other process's prune takes it from now on
+        mark(ref)
     if any(ref in (row.get("tags") or []) for row in _images(provider)):
         return ref
     say = on_line or (lambda _line: None)

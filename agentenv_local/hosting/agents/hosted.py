@@ -229,9 +229,11 @@ class ContainerAgent(HostedAgent):
                 await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
-        if self.net is not None:
-            await self.net.close()
-            self.net = None
-        if self.sandbox is not None:
-            await self.sandbox.terminate()
-            self.sandbox = None
+        try:
+            if self.net is not None:
+                await self.net.close()
+                self.net = None
+        finally:  # a relay that failed to close must not leave the container running
+            if self.sandbox is not None:
+                await self.sandbox.terminate()
+                self.sandbox = None

@@ -88,6 +88,20 @@ def test_a_version_built_after_the_one_kept_stays(podman_base_image, probe_name,
     assert prune_older(probe_name, newer) == [kept]
 
 
+def test_a_version_handed_out_for_use_stays_a_while(podman_base_image, probe_name, tmp_path):
+    """ensure_runtime_image and ensure_agent_image mark the ref they hand out (images.mark_used) before they look
+    for it: until the build FROM it or the container of it has started, another process's prune leaves it."""
+    from sandboxes.podman.runtime_image import prune_older
+
+    in_use = _build(probe_name, _version(), podman_base_image, tmp_path / "in-use", "in-use")
+    images.mark_used(in_use)
+    kept = _build(probe_name, _version(), podman_base_image, tmp_path / "kept", "kept")
+    assert prune_older(probe_name, kept) == []
+    assert _tags(probe_name) == {in_use, kept}
+    images._use_stamp(in_use).unlink()  # as if the grace had passed
+    assert prune_older(probe_name, kept) == [in_use]
+
+
 class _Provider:
     """The Podman provider with a runtime image of the test's own (a probe image), its prunes recorded."""
 

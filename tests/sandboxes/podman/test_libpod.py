@@ -59,6 +59,45 @@ def test_the_client_talks_to_the_real_service(provider_factory, podman_base_imag
     with pytest.raises(LibpodError) as missing:
         api.inspect_container("podman-never-made")
     assert missing.value.status == 404
+    api.remove_container("podman-never-made")  # --ignore: gone already is fine
+    made = api.create_container(create_spec(podman_base_image, **{**BASE, "name": "podman-libpod-rm", "volumes": {},
+                                                                   "labels": {}, "command": ["sleep", "600"]}))
+    api.start_container(made)
+    api.remove_container("podman-libpod-rm")  # running: killed at once, then removed
+    with pytest.raises(LibpodError):
+        api.inspect_container(made)
+
+
+class _Removals:
+    """A stand-in libpod client whose DELETEs answer the errors in `answers` in turn (None: removed)."""
+
+    def __init__(self, *answers: LibpodError | None) -> None:
+        self.answers, self.calls = list(answers), 0
+
+    def remove_container(self, name: str) -> None:
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if answer is not None:
+            raise answer
+
+
+@pytest.mark.parametrize("answers, removed, calls", [
+    # Podman leaves a container that exited while `rm --force` killed it, and says "container not running"
+    # (CI run of stop 33: an OpenHands agent container outlived its run): the exited container is removed next
+    ((LibpodError(500, "container not running"), None), True, 2),
+    ((None,), True, 1),
+    ((LibpodError(500, "something else"),), False, 1),  # not removed: `agentenv sandbox prune` finishes the job
+])
+def test_a_removal_that_races_the_container_exit_removes_the_exited_container(tmp_path, monkeypatch, answers,
+                                                                               removed, calls):
+    from sandboxes.podman import PodmanSandboxProvider
+
+    provider = PodmanSandboxProvider(tmp_path / ".agentenv", {"pool_size": 0})
+    api = _Removals(*answers)
+    monkeypatch.setattr(provider, "api", lambda: api)
+    (provider.root / "podman-abc").mkdir(parents=True)
+    assert provider.remove_sync("podman-abc") is removed
+    assert api.calls == calls and not (provider.root / "podman-abc").exists()
 
 
 def test_nothing_answers_on_a_socket_without_a_service(tmp_path):

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from kits.leaks import pids_listening_on
+from kits.leaks import pids_listening_on, sockets_on
 from kits.podman import project_containers
 from kits.servers import accepting
 
@@ -159,6 +159,34 @@ def test_hardening_defaults(provider_factory):
     assert "'lo'" in ip.stdout and "eth0" not in ip.stdout
 
 
+def test_a_read_only_mount_is_seen_and_cannot_be_written(provider_factory, tmp_path):
+    """read_only_mounts (how a CLI agent's container gets its CLI from the setup cache): the folder's files are
+    there, read-only, whatever uid the container runs as; the host's copy is untouched; a missing one is refused."""
+    shared = tmp_path / "shared"
+    (shared / "bin").mkdir(parents=True)
+    (shared / "bin" / "tool").write_text("#!/bin/sh\necho tool ran\n")
+    (shared / "bin" / "tool").chmod(0o755)
+    provider = provider_factory()
+
+    async def go():
+        sandbox = await provider.create(spec(read_only_mounts={"/opt/shared": str(shared)}))
+        try:
+            ran = await sandbox.exec("/opt/shared/bin/tool")
+            write = await sandbox.exec("echo x > /opt/shared/bin/tool")
+            new = await sandbox.exec("touch /opt/shared/new")
+            return ran, write, new
+        finally:
+            await sandbox.terminate()
+
+    ran, write, new = run(go())
+    assert ran.stdout == "tool ran\n", ran
+    assert write.exit_code != 0 and "Read-only file system" in write.stderr
+    assert new.exit_code != 0 and not (shared / "new").exists()
+    assert (shared / "bin" / "tool").read_text() == "#!/bin/sh\necho tool ran\n"
+    with pytest.raises(StepError, match="not on this machine"):
+        run(provider.create(spec(read_only_mounts={"/opt/shared": str(tmp_path / "gone")})))
+
+
 def test_memory_hungry_command_is_killed_and_says_why(provider_factory):
     provider = provider_factory()
 
@@ -203,12 +231,22 @@ def test_allowlist_is_refused_and_allow_all_publishes_ports(provider_factory):
 def _own_clients_reach(port: int) -> str:
     """Listen on 127.0.0.1:`port` (once what held it is gone) and connect to it: "ours" when our listener got the
     connection, else what the client met."""
-    deadline = time.monotonic() + 10
-    while pids_listening_on(port) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", port))
+    # Wait for the port to be free. Once its holder is gone the number is free for the whole machine, and any
+    # process's outgoing connection may get it as its ephemeral local port meanwhile (CI run of stop 33: bind
+    # failed with EADDRINUSE; the forwarder's random port is in the same range): such a connection ends soon.
+    deadline = time.monotonic() + 30
+    while True:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            server.bind(("127.0.0.1", port))
+            break
+        except OSError as exc:
+            server.close()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"port {port} stayed taken: {exc}; its sockets:\n  " +
+                                     "\n  ".join(sockets_on(port))) from None
+            time.sleep(0.1)
     server.listen(1)
     with accepting(server) as accepted:
         try:

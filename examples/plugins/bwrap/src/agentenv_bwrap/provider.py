@@ -198,6 +198,9 @@ class BwrapSandboxProvider(SandboxProvider):
         if policy is not None and policy.mode == "allowlist":
             raise StepError("the bwrap sandbox provider cannot enforce a network allowlist (bwrap shares the "
                             "host's network or none)", hint="use network_policy mode none or allow_all")
+        if spec.read_only_mounts:
+            raise StepError("the bwrap sandbox provider does not mount other folders into a sandbox "
+                            "(read_only_mounts)", hint="use sandbox_type \"podman\"")
         network = bool(self.config.get("network", False)) or (policy is not None and policy.mode == "allow_all")
         if (spec.exposed_ports or spec.host_access) and not network:
             raise StepError("a bwrap sandbox without network cannot expose ports or reach the host",
