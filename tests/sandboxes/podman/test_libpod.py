@@ -5,6 +5,7 @@ very SpecGenerator podman-py would (so every hardening flag stays), talks to the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -60,12 +61,16 @@ def test_the_client_talks_to_the_real_service(provider_factory, podman_base_imag
         api.inspect_container("podman-never-made")
     assert missing.value.status == 404
     api.remove_container("podman-never-made")  # --ignore: gone already is fine
-    made = api.create_container(create_spec(podman_base_image, **{**BASE, "name": "podman-libpod-rm", "volumes": {},
-                                                                   "labels": {}, "command": ["sleep", "600"]}))
-    api.start_container(made)
-    api.remove_container("podman-libpod-rm")  # running: killed at once, then removed
-    with pytest.raises(LibpodError):
-        api.inspect_container(made)
+    name = f"podman-libpod-rm-{os.getpid()}"
+    made = api.create_container(create_spec(podman_base_image, **{**BASE, "name": name, "volumes": {}, "labels": {},
+                                                                   "working_dir": "/", "command": ["sleep", "600"]}))
+    try:
+        api.start_container(made)
+        api.remove_container(name)  # running: killed at once, then removed
+        with pytest.raises(LibpodError):
+            api.inspect_container(made)
+    finally:
+        api.remove_container(name)
 
 
 class _Removals:
