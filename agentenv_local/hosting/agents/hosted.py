@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ class HostedAgent:
     _task: asyncio.Task | None = None
     _proc: subprocess.Popen | None = None
     _log: list[str] = field(default_factory=list)
+    _scratch: str | None = None  # the process's TMPDIR, ours to remove once it is gone
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -53,6 +56,9 @@ class HostedAgent:
             # spawn() started it in its own session: stop its whole group (whatever it started too)
             await asyncio.to_thread(stop_group, self._proc.pid)
             self._proc.poll()  # stop_group reaped it: let the Popen know
+        if self._scratch is not None:
+            await asyncio.to_thread(shutil.rmtree, self._scratch, True)
+            self._scratch = None
 
 
 def resolve_spec(spec: str, base_dir: Path | None = None) -> str:
@@ -103,14 +109,21 @@ async def start_announced(argv: list[str], *, env: dict[str, str], cwd: str | No
     (`find_url`); then keep draining its stderr into `log_path`, so a chatty agent never blocks on a full pipe.
     Raises OSError when it cannot be started, NotAnnounced (after stopping it) when no URL came in `timeout` s."""
     log = open(log_path, "a") if log_path else None  # opened first: no failure after the start leaves it running
+    # A TMPDIR of its own, removed when it stops however it ends: a coding-CLI agent keeps a private HOME and
+    # workspace there, which its own shutdown removes, but not when it is killed (stop_group's SIGKILL after
+    # 3 s of a slow shutdown under load left dozens in /tmp during the test suite).
+    scratch = None if "TMPDIR" in env else tempfile.mkdtemp(prefix="agentenv-agent-")
     try:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env={**env, "TMPDIR": scratch} if scratch else env)
     except OSError:
         if log:
             log.close()
+        if scratch:
+            shutil.rmtree(scratch, True)
         raise
-    hosted = HostedAgent(url="", runtime=runtime, pid=proc.pid, _proc=proc)
+    hosted = HostedAgent(url="", runtime=runtime, pid=proc.pid, _proc=proc, _scratch=scratch)
 
     def wait_announce() -> str | None:
         assert proc.stderr is not None

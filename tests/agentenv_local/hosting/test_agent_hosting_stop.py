@@ -4,8 +4,11 @@ and the sweep of what a dead hub left in `agent_instances` (only a pid that stil
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -54,6 +57,42 @@ def test_stopping_a_subprocess_agent_stops_what_it_started_too(tmp_path):
     agent_pid, child_pid = asyncio.run(scenario())
     assert _gone(agent_pid)
     wait_until(lambda: _gone(child_pid), timeout=10, what="the agent's own child to be stopped with its group")
+
+
+def _tmpdir_of(pid: int) -> str:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(item.split(b"=", 1)[1].decode() for item in environ if item.startswith(b"TMPDIR="))
+
+
+def test_a_subprocess_agent_gets_a_tmpdir_that_goes_with_it_even_when_it_is_killed(tmp_path):
+    """A coding-CLI agent keeps its private HOME and workspace in its TMPDIR and removes them as it shuts down,
+    but a killed one cannot (the suite left dozens in /tmp): the hub gives each agent process a TMPDIR of its
+    own and removes it after the process is gone, however it ended. One the agent's env_vars name is left be."""
+    async def scenario() -> tuple[str, str]:
+        stopped = await spawn(_agent_with_a_child(tmp_path), {})
+        graceful = _tmpdir_of(stopped.pid or 0)
+        (Path(graceful) / "agentenv-claude-code-home-x").mkdir()
+        await stopped.stop()
+        killed = await spawn(_agent_with_a_child(tmp_path), {})
+        scratch = _tmpdir_of(killed.pid or 0)
+        (Path(scratch) / "agentenv-claude-code-home-y").mkdir()
+        os.kill(killed.pid or 0, signal.SIGKILL)  # no shutdown of its own
+        await killed.stop()
+        return graceful, scratch
+
+    graceful, killed = asyncio.run(scenario())
+    assert graceful != killed and graceful.startswith(tempfile.gettempdir())
+    assert not Path(graceful).exists() and not Path(killed).exists()
+
+    async def own() -> str:
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        hosted = await spawn(_agent_with_a_child(tmp_path), {}, env_vars={"TMPDIR": str(mine)})
+        found = _tmpdir_of(hosted.pid or 0)
+        await hosted.stop()
+        return found
+
+    assert asyncio.run(own()) == str(tmp_path / "mine") and (tmp_path / "mine").is_dir()
 
 
 def _own_session(argv: list[str]) -> subprocess.Popen:
