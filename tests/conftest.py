@@ -145,6 +145,9 @@ def _session_leaves_nothing(tmp_path_factory):
     from agentenv_local import script_worker
 
     script_worker.stop()  # this process's warm script worker lives as long as the process, by design
+    from kits import warm_cli
+
+    warm_cli.stop()  # so does the warm process the test kits fork `agentenv` commands from
     folder = tmp_path_factory.getbasetemp()
     if shutil.which("podman") is not None:
         from kits.podman import clean_up_podman_under, stop_podman_services_under

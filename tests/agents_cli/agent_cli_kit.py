@@ -30,6 +30,7 @@ from agentenv_local.testing.fake_models import FakeModelServer, RecordedRequest,
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kits.reference_bundles import copy_reference_bundle  # noqa: E402 - the tests folder is on the path now
+from kits.warm_cli import run_agentenv
 from shell_responder import COMMAND  # noqa: E402
 
 T = TypeVar("T")
@@ -235,8 +236,7 @@ def agentenv(cwd: Path, *args: str, drop: tuple[str, ...] = ()) -> subprocess.Co
     """`agentenv ARGS` in `cwd`, without the AGENTENV_ and LITELLM_ variables of this process nor those starting
     with one of `drop` (the CLI's own key variables)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTENV_", *drop, "LITELLM_"))}
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=400, check=False)
+    return run_agentenv(list(args), cwd=cwd, env=env, timeout=400)
 
 
 def smoke_bundle_of(tmp_path: Path, agent_name: str) -> Path:

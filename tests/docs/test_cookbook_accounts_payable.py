@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kits.accounts_payable import model_script
 from kits.cookbook import model_in_project, open_run_in_tui
-from kits.servers import agentenv_exe
+from kits.warm_cli import run_agentenv
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cookbooks" / "accounts-payable.md"
@@ -55,7 +55,6 @@ def test_the_page_is_linked_and_every_tested_command_is_agentenv():
 
 
 def test_the_page_from_an_empty_folder_to_a_score(tmp_path, monkeypatch):
-    exe = agentenv_exe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
     env["HOME"] = str(tmp_path / "home")
     (tmp_path / "home").mkdir()
@@ -63,8 +62,7 @@ def test_the_page_from_an_empty_folder_to_a_score(tmp_path, monkeypatch):
     project.mkdir()
 
     def agentenv(argv: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([exe, *argv], cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=180)
+        return run_agentenv(list(argv), cwd=project, env=env, timeout=180)
 
     ran, copied, outputs = 0, False, {}
     for line_no, marker, commands in blocks(PAGE.read_text()):

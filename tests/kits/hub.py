@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kits.servers import agentenv_exe
+from kits.warm_cli import run_agentenv
 
 FINAL = ("passed", "failed", "error", "cancelled", "interrupted")
 
@@ -30,8 +31,7 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def cli(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
         check: bool = False) -> subprocess.CompletedProcess:
     """Run `agentenv ARGS` in `cwd` and wait for it (stdin closed, output captured as text)."""
-    proc = subprocess.run([agentenv_exe(), *args], cwd=cwd, env=env or clean_env(), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = run_agentenv(list(args), cwd=cwd, env=env or clean_env(), timeout=timeout)
     if check:
         assert proc.returncode == 0, _describe(args, proc.returncode, proc.stdout, proc.stderr)
     return proc

@@ -8,8 +8,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from kits.warm_cli import run_agentenv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,8 +19,7 @@ def agentenv(cwd: Path, *args: str, timeout: float = 900, extra_env: dict[str, s
              ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
     env.update(extra_env or {})
-    return subprocess.run([str(Path(sys.executable).parent / "agentenv"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return run_agentenv(list(args), cwd=cwd, env=env, timeout=timeout)
 
 
 def ok(out: subprocess.CompletedProcess, code: int = 0) -> str:

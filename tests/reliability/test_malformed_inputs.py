@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kits.warm_cli import run_agentenv
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "examples" / "hello"
@@ -519,8 +520,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def _agentenv(root: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(AGENTENV), *args], cwd=root, env=_clean_env(), capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL, check=False)
+    proc = run_agentenv(list(args), cwd=root, env=_clean_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -649,9 +649,8 @@ def run_in_process(root: Path, argv: list[str], env: dict[str, str]) -> tuple[in
 
 
 def run_subprocess(root: Path, argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    proc = subprocess.run([str(AGENTENV), *argv], cwd=root, env={**_clean_env(), **env}, capture_output=True,
-                          timeout=60, stdin=subprocess.DEVNULL, check=False)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+    proc = run_agentenv(list(argv), cwd=root, env={**_clean_env(), **env}, timeout=60)
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def check_case(project: dict, case: Case, *, subprocess_run: bool) -> str | None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kits.servers import agentenv_exe
+from kits.warm_cli import run_agentenv
 
 pytestmark = pytest.mark.timeout(120)
 # Generous bounds: the error comes after about 1 s (stopped) or 5 s (stuck); a hang would hit them.
@@ -27,8 +27,7 @@ ANSWER_BOUND_S = 40
 
 def agentenv(project: Path, *args: str, timeout: float = ANSWER_BOUND_S) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
-    return subprocess.run([agentenv_exe(), *args], cwd=project, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return run_agentenv(list(args), cwd=project, env=env, timeout=timeout)
 
 
 def _pid_alive(pid: int) -> bool:

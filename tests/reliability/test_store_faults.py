@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from kits.servers import agentenv_exe
+from kits.warm_cli import run_agentenv
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,8 +24,7 @@ pytestmark = pytest.mark.timeout(300)
 def agentenv(project: Path, *args: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
     env.update(extra_env or {})
-    return subprocess.run([agentenv_exe(), *args], cwd=project, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return run_agentenv(list(args), cwd=project, env=env, timeout=120)
 
 
 def run_hello(project: Path) -> subprocess.CompletedProcess:

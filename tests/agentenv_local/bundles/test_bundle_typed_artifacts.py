@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kits.warm_cli import run_agentenv
+
 AGENTENV = Path(sys.executable).parent / "agentenv"
 
 TASK = [
@@ -24,8 +26,7 @@ TASK = [
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
-    return subprocess.run([str(AGENTENV), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL, check=False)
+    return run_agentenv(list(args), cwd=cwd, env=env, timeout=300)
 
 
 def write(root: Path, files: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kits.warm_cli import run_agentenv
 
 AGENTENV = Path(sys.executable).parent / "agentenv"
 HELLO = Path(__file__).resolve().parents[3] / "examples" / "hello"
@@ -26,8 +27,7 @@ class Project:
 
     def cli(self, *args: str, code: int | None = 0, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_") or k == "AGENTENV_SANDBOX_DEFAULT"}
-        proc = subprocess.run([str(AGENTENV), *map(str, args)], cwd=self.root, env=env, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        proc = run_agentenv([*map(str, args)], cwd=self.root, env=env, timeout=timeout)
         shown = f"$ agentenv {' '.join(map(str, args))}\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
         assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, shown
         if code is not None:

@@ -8,14 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kits.warm_cli import run_agentenv
+
 AGENTENV = Path(sys.executable).parent / "agentenv"
 PLANTED = "sk-PLANTED-sources-5c4b3a2f1e"
 
 
 def agentenv(cwd: Path, *args: str, code: int = 0, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
-    proc = subprocess.run([str(AGENTENV), *args], cwd=cwd, env={**base, **env}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = run_agentenv(list(args), cwd=cwd, env={**base, **env}, timeout=60)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == code, proc.stdout + proc.stderr
     return proc
