@@ -24,8 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentenv_local.errors import AgentenvError
 
-# Paths of a sandbox that are its own: /app (its work folder), its temporary folders and its control channel.
-RESERVED_PATHS = ("/app", "/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev", "/.agentenv")
+# Paths of a sandbox that are its own: /app (its work folder), its control channel and the kernel's. A read-only
+# mount may not be one of these nor lie inside one; inside the temporary folders it may (a checkout under /tmp
+# has its coding CLIs there, and OpenHands' venv must keep its absolute path), but not on one.
+RESERVED_PATHS = ("/app", "/.agentenv", "/proc", "/sys", "/dev")
+TEMPORARY_PATHS = ("/tmp", "/var/tmp", "/run")
 
 
 class NetworkPolicy(BaseModel):
@@ -69,9 +72,10 @@ class SandboxSpec(BaseModel):
                 if not path.startswith("/") or ".." in path.split("/") or "\0" in path:
                     raise ValueError(f"read_only_mounts: {path!r} is not an absolute path without '..'")
             inside_path = inside.rstrip("/")
-            if inside_path in ("", *RESERVED_PATHS) or inside_path.startswith(tuple(f"{p}/" for p in RESERVED_PATHS)):
+            if inside_path in ("", *RESERVED_PATHS, *TEMPORARY_PATHS) \
+                    or inside_path.startswith(tuple(f"{p}/" for p in RESERVED_PATHS)):
                 raise ValueError(f"read_only_mounts: {inside!r} is (or is inside) a folder the sandbox itself "
-                                 f"uses ({', '.join(RESERVED_PATHS)})")
+                                 f"uses (/, {', '.join((*RESERVED_PATHS, *TEMPORARY_PATHS))})")
         return mounts
 
 

@@ -720,7 +720,10 @@ class PodmanSandboxProvider(SandboxProvider):
         outlives this one, so a command that exits right after its run still leaves nothing behind."""
         self._reap_removers()
         folder = self.root / sandbox_id
-        script = '"$0" rm --force --time 0 --ignore "$1" >/dev/null 2>&1; rm -rf -- "$2"'
+        # A second `rm` only when the first failed: Podman's "container not running" (remove_sync) leaves the
+        # container there, exited.
+        script = ('{ "$0" rm --force --time 0 --ignore "$1" || "$0" rm --force --time 0 --ignore "$1"; } '
+                  '>/dev/null 2>&1; rm -rf -- "$2"')
         # at a lower CPU priority: on a busy machine the command that handed it over finishes first
         nice = [found, "-n", str(REMOVER_NICENESS)] if (found := shutil.which("nice")) else []
         try:

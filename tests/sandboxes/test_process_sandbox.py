@@ -285,6 +285,8 @@ def test_commands_do_not_inherit_our_secrets(sandbox, monkeypatch):
     ({"/tmp/": "/usr"}, "a folder the sandbox itself uses"),
     ({"/": "/usr"}, "a folder the sandbox itself uses"),
     ({"/.agentenv/x": "/usr"}, "a folder the sandbox itself uses"),
+    ({"/proc/self": "/usr"}, "a folder the sandbox itself uses"),
+    ({"/run": "/usr"}, "a folder the sandbox itself uses"),
 ])
 def test_a_read_only_mount_must_be_absolute_and_clear_of_the_sandbox_own_folders(mounts, says):
     from pydantic import ValidationError
@@ -293,7 +295,8 @@ def test_a_read_only_mount_must_be_absolute_and_clear_of_the_sandbox_own_folders
 
     with pytest.raises(ValidationError, match=says):
         SandboxSpec(name="box", read_only_mounts=mounts)
-    assert SandboxSpec(name="box", read_only_mounts={"/opt/x": "/usr"}).read_only_mounts == {"/opt/x": "/usr"}
+    for allowed in ("/opt/x", "/tmp/checkout/.cache/agent-clis/openhands-venv", "/root/.pyenv/versions/3.12.7"):
+        assert SandboxSpec(name="box", read_only_mounts={allowed: "/usr"}).read_only_mounts == {allowed: "/usr"}
 
 
 def test_the_process_provider_refuses_read_only_mounts(tmp_path):
