@@ -29,9 +29,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def cli(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
-        check: bool = False) -> subprocess.CompletedProcess:
-    """Run `agentenv ARGS` in `cwd` and wait for it (stdin closed, output captured as text)."""
-    proc = run_agentenv(list(args), cwd=cwd, env=env or clean_env(), timeout=timeout)
+        check: bool = False, fresh: bool = False) -> subprocess.CompletedProcess:
+    """Run `agentenv ARGS` in `cwd` and wait for it (stdin closed, output captured as text); forked from the warm
+    process (kits/warm_cli.py) unless `fresh`."""
+    proc = run_agentenv(list(args), cwd=cwd, env=env or clean_env(), timeout=timeout, fresh=fresh)
     if check:
         assert proc.returncode == 0, _describe(args, proc.returncode, proc.stdout, proc.stderr)
     return proc

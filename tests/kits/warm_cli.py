@@ -11,7 +11,8 @@ and standard streams; only the interpreter's start and the imports are shared.
 
 A command runs cold (a real `agentenv` process, as before) when the warm process cannot stand for a fresh one:
 its environment sets interpreter start-up variables (PYTHON*, the locale) other than the warm process's, it
-gives input on stdin, or TESTS_COLD_CLI=1 asks for cold commands throughout (to compare, or to debug).
+gives input on stdin, the test asks for a fresh process (`fresh=True`: it reads the command's /proc/PID/environ,
+which a fork does not set), or TESTS_COLD_CLI=1 asks for cold commands throughout (to compare, or to debug).
 """
 
 from __future__ import annotations
@@ -101,10 +102,13 @@ def _can_fork_for(env: dict[str, str]) -> bool:
 
 
 def run_agentenv(args: list[str], *, cwd: Path | str, env: dict[str, str], timeout: float,
-                 input: str | None = None) -> subprocess.CompletedProcess:
-    """`agentenv ARGS` in `cwd` with exactly `env`, stdin closed (or `input`), output captured as text."""
+                 input: str | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
+    """`agentenv ARGS` in `cwd` with exactly `env`, stdin closed (or `input`), output captured as text.
+
+    `fresh`: a process of its own all the same, for a test that reads what only an exec sets: /proc/PID/environ
+    holds the environment a process was started with, and a forked command's is set after its start."""
     argv = [agentenv_exe(), *args]
-    address = _WARM.address() if input is None and _can_fork_for(env) else None
+    address = _WARM.address() if input is None and not fresh and _can_fork_for(env) else None
     if address is None:
         return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True, text=True, timeout=timeout,
                               stdin=None if input is not None else subprocess.DEVNULL)

@@ -93,7 +93,9 @@ def test_host_processes_get_no_secret_and_what_leaks_is_masked(tmp_path):
         f'module = "server.py:Probe"\nrun_as = "subprocess"\n[env_vars]\nPROBE = "{probe}"\n')
     (bundle / "envs" / "probe" / "server.py").write_text(ENV_SERVER)
 
-    done = cli(project, "-vv", "run", "./sec", "--json", env=env)
+    # a fresh process: the snoop reads the hub's /proc/PID/environ, which holds the environment a process was
+    # started with (a command forked from the tests' warm process gets its environment after its start)
+    done = cli(project, "-vv", "run", "./sec", "--json", env=env, fresh=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert planted not in done.stdout + done.stderr
     run = json.loads(done.stdout)[0]
