@@ -30,7 +30,8 @@ class EntryPoint:
     version: str
 
 
-def _normalized(name: str) -> str:
+def normalized_name(name: str) -> str:
+    """A distribution's name as packaging compares names (PEP 503): `Pydantic_Core` -> `pydantic-core`."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -90,7 +91,7 @@ def scan() -> list[EntryPoint]:
     for folder in _distribution_folders():
         # "name-version.dist-info": the first distribution of a name wins, as in importlib.metadata
         stem = os.path.basename(folder).rsplit(".", 1)[0]
-        key = _normalized(stem.split("-", 1)[0])
+        key = normalized_name(stem.split("-", 1)[0])
         if key in seen:
             continue
         seen.add(key)

@@ -66,6 +66,11 @@ def inspect(ref: str, config: dict[str, Any] | None = None) -> dict | None:
     return data[0] if data else None
 
 
+def _file_name(key: str) -> str:
+    """`key` as one plain file name (a lock's, a use stamp's): what is not a letter, digit, `-`, `_` or `.` -> `_`."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+
+
 @contextlib.contextmanager
 def build_lock(key: str, *, shared: bool = False) -> Iterator[None]:
     """One holder at a time on this machine (for this user, whose Podman storage it is) of the lock named `key`;
@@ -76,8 +81,7 @@ def build_lock(key: str, *, shared: bool = False) -> Iterator[None]:
     by its tag and builds nothing. Not reentrant: a holder must not take the same key again."""
     folder = user_config_dir() / "locks"
     folder.mkdir(parents=True, exist_ok=True)
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-    with open(folder / f"{safe}.lock", "a") as handle:
+    with open(folder / f"{_file_name(key)}.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
@@ -92,7 +96,7 @@ IN_USE_GRACE_S = 600.0
 
 
 def _use_stamp(ref: str) -> Path:
-    return user_config_dir() / "image-use" / "".join(c if c.isalnum() or c in "-_." else "_" for c in ref)
+    return user_config_dir() / "image-use" / _file_name(ref)
 
 
 def mark_used(ref: str) -> None:
@@ -100,8 +104,7 @@ def mark_used(ref: str) -> None:
     stamp = _use_stamp(ref)
     try:
         stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.touch()
-        os.utime(stamp)
+        stamp.touch()  # an existing stamp gets the time of now
     except OSError:  # a read-only config folder: pruning is the only thing that reads these
         pass
 

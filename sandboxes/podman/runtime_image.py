@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentenv_local.entry_points import normalized_name
+
 from . import images
 
 RUNTIME_NAME = "env-runtime"
@@ -79,10 +81,6 @@ def _source_files(root: Path) -> list[Path]:
     return out
 
 
-def _key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 _REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -94,7 +92,7 @@ def _requirement_names(requirements: list[str]) -> list[str]:
         requirement, _, marker = line.partition(";")
         found = _REQUIREMENT_NAME.match(requirement)
         if found and "extra" not in marker:
-            names.append(_key(found.group(1)))
+            names.append(normalized_name(found.group(1)))
     return names
 
 
@@ -115,7 +113,7 @@ def pins(root: Path | None = None) -> str:
     installed: dict[str, importlib.metadata.Distribution] = {}
     for dist in importlib.metadata.distributions():
         # an email.message.Message at runtime; typeshed's PackageMetadata protocol leaves out get()
-        key = _key((dist.metadata.get("Name") or "").strip())  # type: ignore[attr-defined]
+        key = normalized_name((dist.metadata.get("Name") or "").strip())  # type: ignore[attr-defined]
         if key and key not in installed and dist.version:  # the first on sys.path wins, as for imports
             installed[key] = dist
     seen: dict[str, str] = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agentenv_local.entry_points import normalized_name
 from sandboxes.podman import runtime_image
 
 
@@ -35,7 +36,7 @@ def _pinned() -> dict[str, str]:
 
 
 def test_pins_are_the_closure_of_the_project_dependencies():
-    pinned = {runtime_image._key(name) for name in _pinned()}
+    pinned = {normalized_name(name) for name in _pinned()}
     assert {"click", "pydantic", "pydantic-core", "duckdb", "mcp", "uvicorn", "textual", "orjson"} <= pinned
     # test tools and extras are beside this process but never in the image
     assert not pinned & {"pytest", "ruff", "mypy", "hatchling", "a2a-sdk", "ray", "agentenv-local", "pip"}
