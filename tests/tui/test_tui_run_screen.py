@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kits.hub import wait_until
 from kits.tui import (
     SIZE,
     InProcessHub,
@@ -20,6 +21,8 @@ from kits.tui import (
     until,
 )
 
+from tui.app import AgentenvTui
+from tui.data import HubSource
 from tui.screens.help import HelpScreen
 from tui.screens.run import RunScreen
 from tui.screens.step import StepScreen
@@ -189,6 +192,41 @@ HUMAN_STEPS = [
      "user_agent_name": "person", "timeout_seconds": 60, "user_agent_timeout_seconds": 120,
      "depends_on": ["solver", "person"]},
 ]
+
+
+class _StaleFirstRecord(HubSource):
+    """A source whose first run record predates the history read after it, as when a step ends between the two
+    reads: the record's context is the one journaled after the run's first step."""
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.reads = 0
+
+    def run_detail(self, run_id: str) -> dict:
+        record = super().run_detail(run_id)
+        self.reads += 1
+        if self.reads == 1:
+            record["context"] = self.session.store.runs.journal(run_id)[0]["body"]["state"]
+        return record
+
+
+def test_a_step_that_ends_between_the_record_and_its_history_is_read_again(hub):
+    """Seen in CI: the human agent deployed while the run screen loaded, and its question never showed (the step's
+    event was in the history, so nothing asked for the record again). The screen reads the record once more."""
+    run_id = hub.submit(hub.task(HUMAN_STEPS))
+    wait_until(lambda: (hub.store.runs.get(run_id)["steps"].get("talk") or {}).get("status") == "running", 60,
+               what="the conversation to start")
+    source = _StaleFirstRecord(hub.session)
+
+    async def scenario():
+        app = AgentenvTui(source, open_run=run_id)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
+            await pilot.press("5")
+            await until(pilot, lambda: screen.pending and screen.pending[0]["text"].startswith("Q1"),
+                        what="the human agent's question", explain=lambda: (source.reads, screen.human_agents()))
+    run(scenario())
+    assert source.reads >= 2
 
 
 def test_a_person_answers_the_human_agent_from_the_tui(hub):

@@ -112,6 +112,11 @@ class RunScreen(Screen):
         self.refresh_all()
         self._refresh_env(force=True)
         self._refresh_human()
+        # The record was read before the history: a step that finished in between has its event applied here
+        # (from the history, or live and dropped above as seen) but its outputs missing from the record's context
+        # (a human agent deployed meanwhile stayed unseen until the next step ended). Read it once more.
+        if self.state.status in LIVE:
+            self._reload_record()
 
     def _reload_record(self) -> None:
         if self._refreshing:  # one at a time; the one in flight may have read the record too early: once more
