@@ -55,8 +55,10 @@ class PluginVenv:
         env.update(PATH=f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(self.root),
                    PIP_NO_INDEX="1", PIP_NO_BUILD_ISOLATION="0", PIP_DISABLE_PIP_VERSION_CHECK="1",
                    PIP_NO_DEPS="1")
-        if home is not None:
+        if home is not None:  # a home of the test's: the XDG folders a caller set would point outside it
             env["HOME"] = str(home)
+            for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+                env.pop(name, None)
         return env
 
     def shell(self, command: str, cwd: Path, *, code: int | None = 0, home: Path | None = None,

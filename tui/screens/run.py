@@ -90,9 +90,13 @@ class RunScreen(Screen):
     def _load(self) -> None:
         source = self.app.source
         try:
+            # The history before the record: the hub writes a step's outputs to the record before it publishes
+            # the step's event, so this record holds what every event read has changed (read the other way round,
+            # a step that ended in between had its event applied and its outputs missing: a human agent deployed
+            # while the screen loaded never showed its question). What comes later arrives live.
+            events = source.run_events(self.run_id)
             record = source.run_detail(self.run_id)
             steps = source.task_steps(record["task_id"], record.get("task_version"))
-            events = source.run_events(self.run_id)
             reviews = source.pending_reviews(self.run_id)
         except Exception as exc:
             self.app.fail(f"could not load run {self.run_id}", exc)
@@ -112,10 +116,8 @@ class RunScreen(Screen):
         self.refresh_all()
         self._refresh_env(force=True)
         self._refresh_human()
-        # The record was read before the history: a step that finished in between has its event applied here
-        # (from the history, or live and dropped above as seen) but its outputs missing from the record's context
-        # (a human agent deployed meanwhile stayed unseen until the next step ended). Read it once more.
-        if self.state.status in LIVE:
+        if self.state.needs_refresh:  # a step ended live while it loaded: its outputs may be newer than the record
+            self.state.needs_refresh = False
             self._reload_record()
 
     def _reload_record(self) -> None:
