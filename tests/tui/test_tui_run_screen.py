@@ -234,11 +234,18 @@ def test_a_step_that_ends_while_the_screen_loads_is_seen(hub):
     async def scenario():
         app = AgentenvTui(source, open_run=run_id)
         async with app.run_test(size=SIZE) as pilot:
-            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
-            await pilot.press("5")
-            await until(pilot, lambda: screen.pending and screen.pending[0]["text"].startswith("Q1"),
-                        what="the human agent's question", explain=lambda: screen.human_agents())
+            await _until_the_human_agent_asks(app, pilot, lambda screen: screen.human_agents())
     run(scenario())
+
+
+async def _until_the_human_agent_asks(app, pilot, explain) -> RunScreen:
+    """Open the run screen's Human tab and wait for the human agent's first question; `explain(screen)` says what
+    the screen saw if it never comes."""
+    screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
+    await pilot.press("5")
+    await until(pilot, lambda: screen.pending and screen.pending[0]["text"].startswith("Q1"),
+                what="the human agent's question", explain=lambda: explain(screen))
+    return screen
 
 
 def test_a_person_answers_the_human_agent_from_the_tui(hub):
@@ -247,12 +254,9 @@ def test_a_person_answers_the_human_agent_from_the_tui(hub):
     async def scenario():
         app = app_on(hub, open_run=run_id)
         async with app.run_test(size=SIZE) as pilot:
-            screen = await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen)
-            await pilot.press("5")
-            await until(pilot, lambda: screen.pending and screen.pending[0]["text"].startswith("Q1"),
-                        what="the human agent's question",
-                        explain=lambda: (screen.state.status, _steps(app), screen.human_agents(),
-                                         screen._human_loading, hub.store.runs.get(run_id)))
+            screen = await _until_the_human_agent_asks(
+                app, pilot, lambda screen: (screen.state.status, _steps(app), screen.human_agents(),
+                                            screen._human_loading, hub.store.runs.get(run_id)))
             assert screen.query_one("#reply-row").display
             assert "Q1: what colour" in str(screen.query_one("#conversation-body").render())
             await pilot.click("#reply")
