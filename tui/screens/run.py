@@ -116,7 +116,12 @@ class RunScreen(Screen):
         self.refresh_all()
         self._refresh_env(force=True)
         self._refresh_human()
-        if self.state.needs_refresh:  # a step ended live while it loaded: its outputs may be newer than the record
+        self._reload_record_if_stale()  # a step ended live while it loaded: its outputs may be newer than the record
+
+    def _reload_record_if_stale(self) -> None:
+        """Read the record again if the events applied since the last read changed what only it holds (a step's
+        outputs in the context, verifications)."""
+        if self.state.needs_refresh:
             self.state.needs_refresh = False
             self._reload_record()
 
@@ -148,9 +153,7 @@ class RunScreen(Screen):
             self._refresh_env(force=True)
         if len(self.human_agents()) != agents_before:
             self._refresh_human()
-        if self.state.needs_refresh:  # more came while this one was loading
-            self.state.needs_refresh = False
-            self._reload_record()
+        self._reload_record_if_stale()  # more came while this one was loading
 
     # -- live --
     def on_hub_events(self, events: list[dict], changed: set[str]) -> None:
@@ -161,9 +164,7 @@ class RunScreen(Screen):
             self._early.extend(mine)
             return
         self.state.apply(mine)
-        if self.state.needs_refresh:
-            self.state.needs_refresh = False
-            self._reload_record()
+        self._reload_record_if_stale()
         if any(e.get("kind") == "review.pending" for e in mine):
             self.app.notify(f"run {self.run_id} waits for a review decision: press 5, then y or x",
                             severity="warning", timeout=10)
