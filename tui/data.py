@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from agentenv_local.hub.launch import Job
 from agentenv_local.hub.launch import submit as submit_job
 from agentenv_local.hub.methods import HubMethods
+from agentenv_local.tasks.journal import journal_state
 
 from .model import LIVE
 
@@ -80,7 +81,7 @@ class HubSource:
         if run.get("status") in LIVE:
             journal = self.session.store.runs.journal(run_id)
             if journal:
-                state = journal[-1]["body"].get("state") or {}
+                state = journal_state(journal)
                 run["context"] = state
                 run["verifications"] = (state.get("metadata") or {}).get("verifications") or {}
         return run

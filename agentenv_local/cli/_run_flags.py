@@ -41,9 +41,10 @@ def executor_options(command: F) -> F:
     command = click.option("--ray-address", metavar="HOST:PORT",
                            help="The Ray cluster's head for --executor ray (over [executor] ray_address; auto: "
                                 "RAY_ADDRESS or this machine's cluster).")(command)
-    return click.option("--executor", type=click.Choice(["local", "ray"]),
-                        help="Where the runs execute: local (the hub, the default) or ray (a Ray cluster's workers; "
-                             "the results land in this project's store). Over [executor] kind.")(command)
+    return click.option("--executor", type=click.Choice(["local", "workers", "ray"]),
+                        help="Where the runs execute: local (the hub, the default), workers (the hub's worker "
+                             "processes, one per core) or ray (a Ray cluster's workers; the results land in this "
+                             "project's store). Over [executor] kind.")(command)
 
 
 def output_dir_option(what: str) -> Callable[[F], F]:

@@ -186,7 +186,9 @@ def _context(s, run: dict) -> dict:
     if run["status"] in LIVE and s is not None:
         journal = s.store.runs.journal(run["run_id"])
         if journal:
-            context = journal[-1]["body"].get("state") or context
+            from agentenv_local.tasks.journal import journal_state
+
+            context = journal_state(journal) or context
     return context
 
 

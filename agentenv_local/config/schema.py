@@ -194,9 +194,14 @@ class ScriptsSettings(Section):
 
 
 class ExecutorSettings(Section):
-    """Where runs execute: in the hub (`local`), or on a Ray cluster's workers (`ray`; docs/scale-out.md)."""
+    """Where runs execute: in the hub (`local`), in the hub's worker processes (`workers`), or on a Ray cluster's
+    workers (`ray`; docs/scale-out.md)."""
 
-    kind: Literal["local", "ray"] = key("local", description="`local` (the hub runs them) or `ray`; --executor wins.")
+    kind: Literal["local", "workers", "ray"] = key(
+        "local", description="`local` (the hub runs them), `workers` (the hub's worker processes, one per core) or "
+                             "`ray`; --executor wins.")
+    workers: int = key(
+        0, ge=0, le=256, description="How many worker processes `workers` starts; 0: one per core.")
     ray_address: str = key(
         "auto", description="The Ray cluster's head, HOST:PORT as `ray start --head` prints it; `auto`: the one "
                             "RAY_ADDRESS or this machine's running cluster names. --ray-address wins.")

@@ -1,5 +1,6 @@
-"""The hub's choice of executor per run: its own runner (`local`), or the Ray executor, made when a run first
-asks for it (`--executor ray`, or `[executor] kind = "ray"`) and kept for the hub's life."""
+"""The hub's choice of executor per run: its own runner (`local`), its worker processes (`workers`), or the Ray
+executor; the pool and the Ray executor are made when a run first asks for them (`--executor`, or
+`[executor] kind`) and kept for the hub's life."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class Executors:
         self._hub = hub
         self._ray: Any = None
         self._ray_address: str | None = None
+        self._workers: Any = None
         self._lock = threading.Lock()
 
     def kind(self, options: Any) -> str:
@@ -24,11 +26,26 @@ class Executors:
     def check(self, options: Any) -> None:
         """Connect to the executor `options` name (Ray: fail in seconds, saying what to do, when the cluster
         cannot be reached), before a run is recorded for it."""
-        self._ray_for(options)
+        if self.kind(options) == "ray":
+            self._ray_for(options)
 
     def dispatch(self, options: Any, run_id: str) -> None:
         """Hand a run the hub recorded (queued) to its executor; for `local` the caller starts it itself."""
-        self._ray_for(options).dispatch(run_id)
+        if self.kind(options) == "workers":
+            self.workers().dispatch(run_id)
+        else:
+            self._ray_for(options).dispatch(run_id)
+
+    def workers(self) -> Any:
+        """The hub's worker processes (local_workers.py), made on first use."""
+        with self._lock:
+            if self._workers is None:
+                from .local_workers import WorkerPool
+
+                config = self._hub.config
+                self._workers = WorkerPool(self._hub, size=int(config.get("executor.workers") or 0),
+                                           max_attempts=int(config.get("executor.max_attempts")))
+            return self._workers
 
     def _ray_for(self, options: Any) -> Any:
         address = options.ray_address or str(self._hub.config.get("executor.ray_address") or "auto")
@@ -47,15 +64,32 @@ class Executors:
             return self._ray
 
     def owns(self, run_id: str) -> bool:
-        return self._ray is not None and self._ray.owns(run_id)
+        return (self._ray is not None and self._ray.owns(run_id)) or (
+            self._workers is not None and self._workers.owns(run_id))
 
-    def cancel(self, run_id: str) -> bool:
-        """Ask the executor running `run_id` elsewhere to cancel it; False when none runs it."""
+    def cancel(self, run_id: str, reason: str = "cancelled", interrupted: bool = False) -> bool:
+        """Ask the executor running `run_id` elsewhere to cancel it (a worker process: or interrupt it,
+        resumable); False when none runs it."""
+        if self._workers is not None and self._workers.cancel(run_id, reason, interrupted):
+            return True
         return self._ray is not None and self._ray.cancel(run_id)
 
+    def notify_review(self, review_id: str) -> None:
+        if self._workers is not None:
+            self._workers.notify_review(review_id)
+
+    def env_instance_call(self, method: str, args: list, kwargs: dict) -> tuple[bool, Any]:
+        """An `envs.*` call on an instance a worker process runs: (True, its answer), or (False, None)."""
+        if self._workers is None:
+            return False, None
+        return self._workers.env_instance_call(method, args, kwargs)
+
     def active(self) -> list[str]:
-        return self._ray.in_flight() if self._ray is not None else []
+        return [*(self._ray.in_flight() if self._ray is not None else []),
+                *(self._workers.in_flight() if self._workers is not None else [])]
 
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
         if self._ray is not None:
             self._ray.close()

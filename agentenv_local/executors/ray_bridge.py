@@ -15,7 +15,8 @@ from typing import Any
 
 from agentenv_local.errors import AgentenvError
 
-from .ray_mailbox import WORKER_STORE_METHODS, mailbox_class
+from .ray_mailbox import mailbox_class
+from .run_worker import WORKER_STORE_METHODS
 
 log = logging.getLogger(__name__)
 

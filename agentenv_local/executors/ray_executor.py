@@ -76,7 +76,8 @@ class RayExecutor:
         import ray
 
         from .ray_bridge import HubBridge
-        from .ray_worker import config_snapshot, run_on_worker
+        from .ray_worker import run_on_worker
+        from .run_worker import config_snapshot
 
         connect(address)
         self.hub, self.address = hub, address

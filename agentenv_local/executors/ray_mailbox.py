@@ -17,14 +17,7 @@ from typing import Any
 
 from agentenv_local.errors import from_wire
 
-# The store methods a worker may call, by sub-store: what the runner and the steps use.
-WORKER_STORE_METHODS: dict[str, frozenset[str]] = {
-    "documents": frozenset({"find", "get", "latest_version", "put", "query", "versions"}),
-    "records": frozenset({"delete", "find", "get", "query", "save"}),
-    "runs": frozenset({"find", "get", "journal", "journal_append", "update"}),
-    "events": frozenset({"append", "append_many", "flush", "query"}),
-    "objects": frozenset({"exists", "get", "list", "metadata", "put"}),
-}
+from .run_worker import RemoteStore
 
 
 class HubMailbox:
@@ -78,45 +71,21 @@ def mailbox_class() -> Any:
     return ray.remote(num_cpus=0)(HubMailbox)
 
 
-class _SubStore:
-    def __init__(self, store: "MailboxStore", namespace: str):
-        self._store, self._namespace = store, namespace
-        self._methods = WORKER_STORE_METHODS[namespace]
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name not in self._methods:
-            raise AttributeError(f"a Ray worker's {self._namespace} store has no method {name!r}: the hub does "
-                                 "not take that call from workers")
-        return lambda *args, **kwargs: self._store.call(f"{self._namespace}.{name}", list(args), kwargs)
-
-
-class MailboxStore:
+class MailboxStore(RemoteStore):
     """The hub's store as a worker sees it: every call goes through the mailbox and waits for its answer."""
 
-    documents: Any
-    records: Any
-    runs: Any
-    events: Any
-    objects: Any
-
     def __init__(self, mailbox: Any, run_id: str, timeout_s: float = 120.0):
+        super().__init__(self._through_mailbox)  # which keeps the write-once objects this worker has read
         self._mailbox, self._run_id, self._timeout_s = mailbox, run_id, timeout_s
-        self._objects: dict[str, bytes] = {}  # write-once objects this worker has read
-        for namespace in WORKER_STORE_METHODS:
-            setattr(self, namespace, _SubStore(self, namespace))
 
-    def call(self, method: str, args: list, kwargs: dict) -> Any:
+    def _through_mailbox(self, method: str, args: list, kwargs: dict) -> Any:
         import ray
 
-        if method == "objects.get" and args and args[0] in self._objects:
-            return self._objects[args[0]]
         ok, value = ray.get(self._mailbox.call.remote(self._run_id, method, args, kwargs), timeout=self._timeout_s)
         if not ok:
             raise from_wire(value)
         if method == "objects.get" and isinstance(value, ray.ObjectRef):
-            data = ray.get(value, timeout=self._timeout_s)
-            self._objects[args[0]] = data
-            return data
+            return ray.get(value, timeout=self._timeout_s)
         return value
 
     def cancelled(self) -> bool:

@@ -192,7 +192,9 @@ class Hub:
                 self._connections.discard(conn_id)
                 orphaned = self._attached.pop(conn_id, set())
             for run_id in orphaned if self._engine is not None else ():
-                if self.executors.cancel(run_id):  # a Ray run: its worker tears it down
+                # a worker process interrupts it as the hub would; a Ray run: its worker tears it down
+                if self.executors.cancel(run_id, "the command that started it stopped before it finished",
+                                         interrupted=True):
                     continue
                 # The command waiting on this run is gone (killed, terminal closed): interrupt it
                 # without tearing down, so `agentenv runs resume` can pick it up.
@@ -360,14 +362,28 @@ class Hub:
         return self.envs.instances(status)
 
     def _op_envs_bind_role(self, instance_id: str, role: str, conn_id=None) -> str:
-        return self.on_loop(lambda: self.envs.bind_role(instance_id, role))
+        found, answer = self._on_a_worker("envs.bind_role", instance_id, role=role)
+        return answer if found else self.on_loop(lambda: self.envs.bind_role(instance_id, role))
+
+    def _on_a_worker(self, method: str, instance_id: str, **kwargs: Any) -> tuple[bool, Any]:
+        """An `envs.*` call on an instance a run deployed in a worker process: (True, that worker's answer);
+        (False, None) for the hub's own instances."""
+        if self._engine is None or self.envs.is_live(instance_id):
+            return False, None
+        return self.executors.env_instance_call(method, [instance_id], kwargs)
 
     # -- added for the TUI (issue 6): advance a live env instance's virtual clock by hand -----
     def _op_envs_advance_clock(self, instance_id: str, seconds: float | str, conn_id=None) -> dict:
         """Move a deployed env's (stepped or frozen) clock forward, then let its time triggers fire."""
+        found, answer = self._on_a_worker("envs.advance_clock", instance_id, seconds=seconds)
+        if found:
+            return answer
         return asyncio.run_coroutine_threadsafe(self.envs.advance_clock(instance_id, seconds), self.loop).result(30)
 
     def _op_envs_teardown(self, instance_id: str, conn_id=None) -> dict:
+        found, answer = self._on_a_worker("envs.teardown", instance_id)
+        if found:
+            return answer
         return asyncio.run_coroutine_threadsafe(self.envs.teardown(instance_id), self.loop).result(120)
 
     def _op_agents_deploy(self, agent_id: str, version: int | None = None, runtime: str = "in_hub",
@@ -394,6 +410,7 @@ class Hub:
         self.store.records.save("reviews", review_id, {**record["body"], "decision": decision,
                                                        "status": "decided", "decided_at": time.time()})
         self.on_loop(lambda: self.services.notify_review(review_id))
+        self.executors.notify_review(review_id)  # a run in a worker process waits there
         return {"review_id": review_id, "decision": decision}
 
     # -- lifetime ---------------------------------------------------------------------

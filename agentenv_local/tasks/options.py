@@ -29,7 +29,7 @@ from agentenv_local.errors import ValidationError
 
 MODEL_ROLES = {"agent": "agent_model", "user": "user_model", "judge": "judge_model"}  # role -> option
 _NAMES = ("sandbox", "agent", *MODEL_ROLES.values(), "executor", "ray_address")  # kept in the run's `overrides`
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "workers", "ray")
 _FLAGS = {"agent_model": "--model", "user_model": "--user-model", "judge_model": "--judge-model"}
 # Shapes of API keys: a provider's prefix, or one long run of letters and digits with no separator
 # (a model name is words, versions and sizes joined by - . : / _).

@@ -24,6 +24,7 @@ from agentenv_local.errors import AgentenvError, NotFoundError, StoreError, Vali
 from .context import StepContext, new_state
 from .env_capture import capture_envs
 from .env_capture import enabled as capture_enabled
+from .journal import StateTracker, apply_entry
 from .model import Task, parse_task
 from .model import ancestors as _ancestors
 from .options import RunOptions
@@ -71,6 +72,13 @@ class ActiveRun:
     # Set (on the store's writer thread) once the run's end is recorded: from then on it is over, whatever a late
     # cancel says (a client that saw run.finished and left must not turn a passed run into an interrupted one).
     ended: bool = False
+    # What the journal holds of the state so far: each step's entry carries only what changed (tasks/journal.py).
+    # Made from `state` as given, which is what the journal holds when a run is made, started or resumed.
+    tracker: StateTracker | None = None
+
+    def __post_init__(self) -> None:
+        if self.tracker is None:
+            self.tracker = StateTracker(self.state)
 
 
 class Runner:
@@ -168,6 +176,7 @@ class Runner:
         self.store.runs.update(active.run_id, {"steps": steps, "start_step": start_step})
         self.store.events.append("run.start_step", {"start_step": start_step, "skipped_steps": [s.id for s in skipped]},
                                  run_id=active.run_id)
+        active.tracker = StateTracker(active.state)  # the skipped steps' entries hold the whole state
         return self.store.runs.get(active.run_id)
 
     def _config_preflight(self, task: Any, task_id: str, overrides: dict, skip: int = 0) -> None:
@@ -192,6 +201,7 @@ class Runner:
         task = self.load_task(run["task_id"], run["task_version"], run.get("seed"))
         generation = int(run.get("generation", 0)) + 1
         state, done, executed = _replay_journal(self.store.runs.journal(run_id), task)
+        tracker = StateTracker(state)  # what the journal holds; what forget_lost drops goes in the next entry
         # A step that failed is tried again; only successes are kept, unless what they did is gone.
         done = {sid: st for sid, st in done.items() if st == "success"}
         lost, redo = resume_plan(task, state, set(done), self.services, bool(run.get("torn_down")))
@@ -207,7 +217,7 @@ class Runner:
                                                  "lost_steps": lost, "redo_steps": sorted(redo)}, run_id=run_id)
         options = RunOptions.from_stored(run.get("overrides"), keep=bool(run.get("keep")))
         active = ActiveRun(run_id, task, state, done=done, executed=executed, generation=generation,
-                           options=options)
+                           options=options, tracker=tracker)
         self._start(active)
         return self.store.runs.get(run_id)
 
@@ -366,9 +376,10 @@ class Runner:
             self.services.mask(active.state)
             if error is not None and not step.fail_task_on_error:
                 active.state["metadata"].setdefault("failed_steps", []).append({"step_id": step.id, "error": error})
-            # Journal the whole state after the step: enough to resume from here after a crash. The entry
+            # Journal what the step changed in the state: enough to resume from here after a crash. The entry
             # and the step's status are one write, committed before the step counts as finished.
-            journal = {"state": copy.deepcopy(active.state), "error": error, "duration_s": took}
+            assert active.tracker is not None
+            journal = {**active.tracker.changes(active.state), "error": error, "duration_s": took}
             shown = "passed" if error is None else ("failed" if step.fail_task_on_error else "failed (tolerated)")
             await self._write(self._record_step_end, run_id, step.id, status, journal, active.generation, shown,
                               finished_at=time.time(), duration_s=round(took, 4), error=error)
@@ -524,13 +535,9 @@ def _replay_journal(entries: list[dict], task: Task) -> tuple[dict, dict[str, st
     executed: list[str] = []
     known = {s.id for s in task.steps}
     for entry in entries:
-        body = entry["body"]
-        if entry["step_id"] == "__seed__":
-            state = body["state"]
+        state = apply_entry(state, entry["body"])
+        if entry["step_id"] == "__seed__" or entry["step_id"] not in known:
             continue
-        if entry["step_id"] not in known:
-            continue
-        state = body.get("state", state)
         done[entry["step_id"]] = entry["status"]
         if entry["step_id"] not in executed:
             executed.append(entry["step_id"])

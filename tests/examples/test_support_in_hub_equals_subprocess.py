@@ -15,6 +15,8 @@ from typing import Any
 
 from kits.hub import cli
 
+from agentenv_local.tasks.journal import journal_state
+
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT / "examples" / "support"
 
@@ -128,7 +130,7 @@ def test_an_episode_in_the_hub_equals_one_in_subprocesses(tmp_path):
         bundle_id = episode["run"]["task_id"].rsplit("/", 1)[0]
         rows = episode["journal"]
         steps = sorted((r["step_id"], r["status"], json.dumps(r["body"].get("error"))) for r in rows)
-        return steps, unordered(normalized(rows[-1]["body"].get("state"), bundle_id))
+        return steps, unordered(normalized(journal_state(rows), bundle_id))
 
     steps, final_state = journal(in_hub)
     assert steps and final_state

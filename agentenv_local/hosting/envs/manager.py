@@ -335,6 +335,10 @@ class EnvManager:
         self._save_state(instance_id, gateway)
         return token
 
+    def is_live(self, instance_id: str) -> bool:
+        """Whether this manager runs `instance_id` (a worker's manager runs its own runs' instances)."""
+        return instance_id in self._live
+
     def admin_token(self, instance_id: str) -> str | None:
         """The instance's control-plane credential (None: it serves the reference's open control plane, or it
         is unknown). For the hub, the task's steps and `agentenv env instances ID --admin-token`; never logged."""

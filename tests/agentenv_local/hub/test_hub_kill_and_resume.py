@@ -24,6 +24,8 @@ from kits.hub import (
     write_bundle,
 )
 
+from agentenv_local.tasks.journal import journal_state
+
 
 def _crashy_bundle(project: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
     """deploy -> count (appends to a counter) -> wait (for the release file) -> after (appends)."""
@@ -104,7 +106,9 @@ def test_kill9_of_the_hub_mid_run_then_resume(tmp_path):
         hub.close()
     assert [(e["step_id"], e["status"]) for e in journal] == [("__seed__", "seed"), ("box", "success"),
                                                               ("count", "success")]
-    assert [s["sandbox_name"] for s in journal[-1]["body"]["state"]["deployed_sandboxes"]] == ["box"]
+    assert [s["sandbox_name"] for s in journal_state(journal)["deployed_sandboxes"]] == ["box"]
+    # each step's entry holds what it changed (tasks/journal.py), not the whole state again
+    assert set(journal[-1]["body"]["state_changes"]) < set(journal[0]["body"]["state"])
     assert events[:2] == ["run.queued", "run.started"] and "run.interrupted" in events
     assert len(sandbox_folders(project)) == 1  # the box deployed before the kill, owed a teardown
 
