@@ -206,7 +206,8 @@ class ExecutorSettings(Section):
         "auto", description="The Ray cluster's head, HOST:PORT as `ray start --head` prints it; `auto`: the one "
                             "RAY_ADDRESS or this machine's running cluster names. --ray-address wins.")
     max_attempts: int = key(
-        3, ge=1, le=20, description="How many workers a Ray run may go through: a lost one resumes it on another.")
+        3, ge=1, le=20, description="How many workers a run may go through (worker processes and Ray): a lost one "
+                                    "resumes it on another.")
     cancel_grace_s: float = key(
         15.0, gt=0, le=600, description="How long a cancelled Ray run's worker has to tear down before it is killed.")
 

@@ -1,5 +1,5 @@
 """One connection between the hub and a worker process: calls that are answered, and one-way notes sent in
-batches, both ways, over a socket pair (JSON lines in the hub's own wire format, hub/wire.py).
+batches, both ways, over a socket pair (JSON lines, as on the hub's socket: json_lines.py).
 
     call  {"id": n, "method": "documents.find", "args": [...], "kwargs": {...}}
     reply {"re": n, "result": ...} or {"re": n, "error": {"type", "message", "hint", "problems"}}
@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from agentenv_local.errors import AgentenvError, HubError, from_wire
-from agentenv_local.hub import wire
+from agentenv_local.json_lines import decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class Link:
                 return
 
     def _send(self, messages: list[dict]) -> None:
-        data = b"".join(wire.encode(m) for m in messages)
+        data = b"".join(encode(m) for m in messages)
         with self._send_lock:
             try:
                 self._sock.sendall(data)
@@ -135,7 +135,7 @@ class Link:
                 if not line.endswith(b"\n"):
                     log.error("%s: a message over %d bytes; closing the link", self._name, MAX_LINE)
                     return
-                message = wire.decode(line)
+                message = decode(line)
                 if "re" in message:
                     with self._waiting_lock:
                         waiting = self._waiting.pop(message["re"], None)

@@ -12,9 +12,9 @@ STORE_METHODS.
 
 from __future__ import annotations
 
-import base64
-import json
-from typing import Any
+from agentenv_local.json_lines import decode, encode
+
+__all__ = ["HUB_METHODS", "STORE_METHODS", "decode", "encode", "is_hub_method"]
 
 # The store's methods a client may call through the hub, by sub-store (stores/: DocumentStore,
 # RecordStore, RunStore, EventLog, ObjectStore). What only the hub does (close, subscribe,
@@ -42,27 +42,3 @@ def is_hub_method(method: str) -> bool:
     """Whether `method` ("namespace.name") is one of the hub's own methods a client may call."""
     namespace, _, name = method.partition(".")
     return name in HUB_METHODS.get(namespace, frozenset())
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return {"__b64__": base64.b64encode(value).decode("ascii")}
-    if hasattr(value, "to_wire"):
-        return value.to_wire()
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    return str(value)
-
-
-def _hook(obj: dict) -> Any:
-    if len(obj) == 1 and "__b64__" in obj:
-        return base64.b64decode(obj["__b64__"])
-    return obj
-
-
-def encode(message: dict) -> bytes:
-    return json.dumps(message, default=_default, separators=(",", ":")).encode() + b"\n"
-
-
-def decode(line: bytes) -> dict:
-    return json.loads(line, object_hook=_hook)
