@@ -65,7 +65,7 @@ class DuckDBStore:
             self._raw.close()
             raise
         # The runner's run updates and journal appends, off the hub's event loop and batched.
-        self.writer = StoreWriter(self._con, self._lock)
+        self.writer = StoreWriter(self._con, self._lock, on_rollback=self.runs.forget_cached)
         self._closed = False
 
     def open_objects(self, factory: ObjectStoreFactory) -> ObjectStoreBase:

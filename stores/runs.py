@@ -31,9 +31,28 @@ def _row(row) -> dict:
 
 
 class RunStore:
+    """The hub is the store's only writer, so what it wrote last of a run in flight is what the file holds: each
+    queued or running run's record is kept here (an update merges into it without reading the row back), and
+    each run's last journal seq (an append does not look for the largest). Both are dropped when a transaction
+    they were written in rolls back (`forget_cached`, which the store's writer calls)."""
+
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock):
         self._con = con
         self._lock = lock
+        self._live: dict[str, str] = {}  # run id -> its record as JSON (a copy per read: callers change theirs)
+        self._last_seq: dict[str, int] = {}
+
+    def forget_cached(self) -> None:
+        with self._lock:
+            self._live.clear()
+            self._last_seq.clear()
+
+    def _keep(self, run: dict) -> None:
+        if run.get("status") in ACTIVE_STATUSES:
+            self._live[run["run_id"]] = dumps(run)
+        else:  # an ended run is read from the file again (and a resume looks its last seq up once)
+            self._live.pop(run["run_id"], None)
+            self._last_seq.pop(run["run_id"], None)
 
     def create(self, run: dict) -> dict:
         cols = {k: run.get(k) for k in RUN_COLUMNS}
@@ -48,7 +67,9 @@ class RunStore:
                 )
             except duckdb.ConstraintException as exc:
                 raise ConflictError(f"run {run['run_id']} already exists") from exc
-        return {**cols, **body}
+            created = {**cols, **body}
+            self._keep(created)
+        return created
 
     def update(self, run_id: str, changes: dict, rev: int | None = None) -> dict:
         """Merge `changes` into the run; `rev`, if given, must match the stored one."""
@@ -68,10 +89,14 @@ class RunStore:
                 f"UPDATE runs SET {sets}, body = ? WHERE run_id = ?",
                 [*(merged[c] for c in RUN_COLUMNS if c != "run_id"), dumps(body), run_id],
             )
+            self._keep(merged)
         return merged
 
     def find(self, run_id: str) -> dict | None:
         with self._lock:
+            kept = self._live.get(run_id)
+            if kept is not None:
+                return loads(kept)
             row = self._con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).fetchone()
         return _row(row) if row else None
 
@@ -130,15 +155,19 @@ class RunStore:
     # -- the step journal ---------------------------------------------------------------
     def journal_append(self, run_id: str, step_id: str, status: str, body: dict, generation: int = 0) -> int:
         with self._lock:
-            row = self._con.execute(
-                "SELECT coalesce(max(seq), 0) + 1 FROM step_journal WHERE run_id = ?", [run_id]
-            ).fetchone()
-            assert row is not None  # an aggregate answers one row
-            seq = row[0]
+            last = self._last_seq.get(run_id)
+            if last is None:
+                row = self._con.execute(
+                    "SELECT coalesce(max(seq), 0) FROM step_journal WHERE run_id = ?", [run_id]
+                ).fetchone()
+                assert row is not None  # an aggregate answers one row
+                last = row[0]
+            seq = last + 1
             self._con.execute(
                 "INSERT INTO step_journal VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [run_id, seq, step_id, generation, status, time.time(), dumps(body)],
             )
+            self._last_seq[run_id] = seq
         return seq
 
     def journal(self, run_id: str) -> builtins.list[dict[str, Any]]:

@@ -28,9 +28,11 @@ _Item = tuple[Callable[[], Any], Future]
 
 
 class StoreWriter:
-    def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock, name: str = "store-writer"):
+    def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock, name: str = "store-writer",
+                 on_rollback: Callable[[], None] | None = None):
         self._con = con
         self._lock = lock
+        self._on_rollback = on_rollback  # what the stores keep of their writes is wrong once a batch rolls back
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._closed = False
         self._submit_lock = threading.Lock()
@@ -95,6 +97,8 @@ class StoreWriter:
                     self._con.execute("ROLLBACK")
                 except Exception:  # the transaction may already be gone (a failed commit aborts it)
                     pass
+                if self._on_rollback is not None:
+                    self._on_rollback()
                 results = []
         if len(results) == len(batch):
             self.batches += 1

@@ -76,3 +76,37 @@ def test_update_with_merges_what_the_change_returns_from_one_read(store):
     assert got["steps"] == {"a": {"status": "passed"}} and got["current_step"] is None and got["task_id"] == "t"
     with pytest.raises(NotFoundError):
         store.runs.update_with("missing", change)
+
+
+def _as_in_the_file(store, run_id: str) -> dict:
+    """The run's row read from DuckDB itself, past what RunStore keeps of runs in flight."""
+    from stores.runs import _row
+
+    with store.runs._lock:
+        return _row(store.runs._con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).fetchone())
+
+
+def test_what_the_store_keeps_of_a_run_in_flight_is_what_the_file_holds_after_a_rollback(store):
+    _run(store, "r1")
+    store.runs.update("r1", {"status": "running", "steps": {"a": {"status": "running"}}})
+    hold = threading.Event()
+    store.writer.submit(hold.wait, 30)
+    good = store.writer.submit(store.runs.update, "r1", {"steps": {"a": {"status": "passed"}}})
+    seq = store.writer.submit(store.runs.journal_append, "r1", "a", "success", {})
+    bad = store.writer.submit(store.runs.update, "missing-run", {"status": "running"})  # rolls the batch back
+    hold.set()
+    assert good.result(30)["steps"] == {"a": {"status": "passed"}} and seq.result(30) == 1
+    with pytest.raises(NotFoundError):
+        bad.result(30)
+    kept = store.runs.get("r1")
+    assert kept == _as_in_the_file(store, "r1") and kept["rev"] == 3
+    assert store.runs.journal_append("r1", "b", "success", {}) == 2
+
+
+def test_a_read_run_is_a_copy_and_an_ended_run_is_read_from_the_file(store):
+    _run(store, "r1")
+    got = store.runs.get("r1")
+    got["steps"]["x"] = {"status": "changed by the reader"}
+    assert store.runs.get("r1")["steps"] == {}
+    store.runs.update("r1", {"status": "passed", "score": 1})
+    assert store.runs.get("r1") == _as_in_the_file(store, "r1")
