@@ -46,7 +46,10 @@ from agentenv_local.procs import _read_capped, kill_group  # the same output cap
 
 # What verifier and code scripts import (measured: mcp and its HTTP transport are most of a cold start), and
 # what the runner imports; each is optional (the zygote serves without one that fails to import).
+# mcp's client imports its HTTP transport (httpcore2, h11, anyio's asyncio backend, truststore) only when a session
+# opens: without them here, every env_outcome_verifier script imported them again (about 50 ms of CPU each).
 PRELOAD = ("asyncio", "json", "inspect", "importlib.util", "traceback", "httpx", "mcp", "mcp.client.streamable_http",
+           "httpcore2", "h11", "anyio._backends._asyncio", "truststore",
            "agentenv_local.compat.mcp1", "agentenv_local.compat.run_view")
 WORKER_MODULE = "agentenv_local.script_worker"  # what the zygote runs (`serve`)
 START_TIMEOUT_S = 60.0  # imports on a loaded 2-core machine

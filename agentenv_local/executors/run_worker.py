@@ -26,8 +26,16 @@ WORKER_STORE_METHODS: dict[str, frozenset[str]] = {
     "events": frozenset({"append", "append_many", "flush", "query"}),
     "objects": frozenset({"exists", "get", "list", "metadata", "put"}),
 }
-# The writes whose result no worker code reads: sent as notes, batched, with no round trip each.
-NOTE_METHODS = frozenset({"runs.journal_append", "runs.update", "events.append", "events.append_many"})
+# The writes whose result no worker code reads: sent as notes, batched, with no round trip each. A record saved
+# against a rev (which may conflict) is a call: its caller must hear of the conflict.
+NOTE_METHODS = frozenset({"runs.journal_append", "runs.update", "events.append", "events.append_many",
+                          "records.save"})
+
+
+def is_note(method: str, args: list, kwargs: dict) -> bool:
+    if method == "records.save":
+        return len(args) < 4 and kwargs.get("rev") is None
+    return method in NOTE_METHODS
 
 
 def is_worker_store_method(method: str) -> bool:
@@ -83,7 +91,7 @@ class RemoteStore:
         answered, answer = self._answer_here(method, args, kwargs)
         if answered:
             return answer
-        if self._note is not None and method in NOTE_METHODS:
+        if self._note is not None and is_note(method, args, kwargs):
             self._note(method, args, kwargs)
             return None
         result = self._call(method, args, kwargs)
