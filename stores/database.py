@@ -65,7 +65,7 @@ class DuckDBStore:
             self._raw.close()
             raise
         # The runner's run updates and journal appends, off the hub's event loop and batched.
-        self.writer = StoreWriter(self._con, self._lock, on_rollback=self.runs.forget_cached)
+        self.writer = StoreWriter(self._con, self._lock, keeper=self.runs)
         self._closed = False
 
     def open_objects(self, factory: ObjectStoreFactory) -> ObjectStoreBase:
@@ -91,6 +91,10 @@ class DuckDBStore:
         self._closed = True
         failure = None
         self.writer.close()  # what is queued is written first
+        try:
+            self.runs.flush()  # and the runs in flight's records written behind
+        except StoreError as exc:
+            failure = exc
         try:
             self.events.close()
         except StoreError as exc:

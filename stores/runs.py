@@ -30,30 +30,93 @@ def _row(row) -> dict:
     return run
 
 
+FLUSH_AFTER_S = 0.2  # how long a run in flight's changes may wait to be written with the others'
+
+
 class RunStore:
-    """The hub is the store's only writer, so what it wrote last of a run in flight is what the file holds: each
-    queued or running run's record is kept here (an update merges into it without reading the row back), and
-    each run's last journal seq (an append does not look for the largest). Both are dropped when a transaction
-    they were written in rolls back (`forget_cached`, which the store's writer calls)."""
+    """The hub is the store's only writer, so what it wrote last of a run in flight is what the file will hold:
+    each queued or running run's record is kept here, and its changes are written behind, every run changed
+    in the last FLUSH_AFTER_S in one statement, instead of one statement per change (a `support` episode
+    changes its record about twenty times). Readers see them at once: `get` answers from here, `list` writes
+    what waits first. A run's end (any other status) is written at once, as is its creation. Each run's last
+    journal seq is kept too, so an append does not look for the largest. Killed before a write-behind, a hub
+    loses at most the last FLUSH_AFTER_S of its runs' progress in their records; their journals, which resume
+    reads, are written at once.
+
+    A writer batch that rolls back restores what was kept before it (`begin_batch`/`rollback_batch`, which
+    the store's writer calls)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock):
         self._con = con
         self._lock = lock
         self._live: dict[str, str] = {}  # run id -> its record as JSON (a copy per read: callers change theirs)
+        self._dirty: set[str] = set()  # live runs whose record in the file is behind
         self._last_seq: dict[str, int] = {}
+        self._flush_timer: threading.Timer | None = None
+        self._before_batch: tuple[dict, set, dict] | None = None
 
-    def forget_cached(self) -> None:
+    # -- what is kept of runs in flight ----------------------------------------------------------------
+    def begin_batch(self) -> None:
         with self._lock:
-            self._live.clear()
-            self._last_seq.clear()
+            self._before_batch = (dict(self._live), set(self._dirty), dict(self._last_seq))
 
-    def _keep(self, run: dict) -> None:
+    def end_batch(self) -> None:
+        self._before_batch = None
+
+    def rollback_batch(self) -> None:
+        with self._lock:
+            if self._before_batch is not None:
+                live, dirty, last_seq = self._before_batch
+                self._live, self._dirty, self._last_seq = dict(live), set(dirty), dict(last_seq)
+            self._before_batch = None
+
+    def _keep(self, run: dict, written: bool) -> None:
+        run_id = run["run_id"]
         if run.get("status") in ACTIVE_STATUSES:
-            self._live[run["run_id"]] = dumps(run)
+            self._live[run_id] = dumps(run)
+            if written:
+                self._dirty.discard(run_id)
+            else:
+                self._dirty.add(run_id)
+                self._flush_soon()
         else:  # an ended run is read from the file again (and a resume looks its last seq up once)
-            self._live.pop(run["run_id"], None)
-            self._last_seq.pop(run["run_id"], None)
+            self._live.pop(run_id, None)
+            self._dirty.discard(run_id)
+            self._last_seq.pop(run_id, None)
 
+    def _flush_soon(self) -> None:
+        if self._flush_timer is None:
+            self._flush_timer = threading.Timer(FLUSH_AFTER_S, self._flush_in_background)
+            self._flush_timer.daemon = True
+            self._flush_timer.start()
+
+    def _flush_in_background(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # the store's failure is sticky: the next call made by someone reports it
+            pass
+
+    def flush(self) -> None:
+        """Write the runs in flight whose records are behind, in one statement per 200 runs."""
+        with self._lock:
+            if self._flush_timer is not None:
+                self._flush_timer.cancel()
+                self._flush_timer = None
+            dirty = sorted(self._dirty)
+            for start in range(0, len(dirty), 200):
+                rows = []
+                for run_id in dirty[start:start + 200]:
+                    run = loads(self._live[run_id])
+                    body = {k: v for k, v in run.items() if k not in _COLUMN_SET}
+                    rows.append([*(run.get(c) for c in RUN_COLUMNS), dumps(body)])
+                values = ", ".join("(" + ", ".join("?" * (len(RUN_COLUMNS) + 1)) + ")" for _ in rows)
+                sets = ", ".join(f"{c} = v.{c}" for c in RUN_COLUMNS if c != "run_id")
+                self._con.execute(
+                    f"UPDATE runs SET {sets}, body = v.body FROM (VALUES {values}) AS v({', '.join(RUN_COLUMNS)}, "
+                    "body) WHERE runs.run_id = v.run_id", [value for row in rows for value in row])
+                self._dirty.difference_update(dirty[start:start + 200])
+
+    # -- runs ----------------------------------------------------------------------------------------
     def create(self, run: dict) -> dict:
         cols = {k: run.get(k) for k in RUN_COLUMNS}
         cols["rev"] = 1
@@ -68,7 +131,7 @@ class RunStore:
             except duckdb.ConstraintException as exc:
                 raise ConflictError(f"run {run['run_id']} already exists") from exc
             created = {**cols, **body}
-            self._keep(created)
+            self._keep(created, written=True)
         return created
 
     def update(self, run_id: str, changes: dict, rev: int | None = None) -> dict:
@@ -77,19 +140,23 @@ class RunStore:
 
     def update_with(self, run_id: str, change: Callable[[dict], dict], rev: int | None = None) -> dict:
         """Merge `change(run)` into the run, read once under the lock: a read-modify-write (a step's
-        status in `steps`, say) in one read instead of a `get` and the `update`'s own."""
+        status in `steps`, say) in one read instead of a `get` and the `update`'s own. A run still in flight is
+        written behind (the class's docstring); one that ends, at once."""
         with self._lock:
             current = self.get(run_id)
             if rev is not None and current["rev"] != rev:
                 raise ConflictError(f"run {run_id} changed since you read it (rev {current['rev']}, not {rev})")
             merged = {**current, **change(current), "rev": current["rev"] + 1}
+            if merged.get("status") in ACTIVE_STATUSES:
+                self._keep(merged, written=False)
+                return merged
             body = {k: v for k, v in merged.items() if k not in _COLUMN_SET}
             sets = ", ".join(f"{c} = ?" for c in RUN_COLUMNS if c != "run_id")
             self._con.execute(
                 f"UPDATE runs SET {sets}, body = ? WHERE run_id = ?",
                 [*(merged[c] for c in RUN_COLUMNS if c != "run_id"), dumps(body), run_id],
             )
-            self._keep(merged)
+            self._keep(merged, written=True)
         return merged
 
     def find(self, run_id: str) -> dict | None:
@@ -137,12 +204,14 @@ class RunStore:
         if query.max_rows is not None:
             sql += f" LIMIT {int(query.max_rows)}"
         with self._lock:
+            self.flush()
             rows = self._con.execute(sql, [*params, *order_params]).fetchall()
         return [_row(r) for r in rows]
 
     def mark_interrupted(self, owner_is_alive) -> builtins.list[str]:
         """Runs left queued/running by an owner that is gone become `interrupted`."""
         with self._lock:
+            self.flush()
             rows = self._con.execute(
                 "SELECT run_id, owner FROM runs WHERE status IN ('queued', 'running')"
             ).fetchall()

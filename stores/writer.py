@@ -29,10 +29,11 @@ _Item = tuple[Callable[[], Any], Future]
 
 class StoreWriter:
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock, name: str = "store-writer",
-                 on_rollback: Callable[[], None] | None = None):
+                 keeper: Any = None):
         self._con = con
         self._lock = lock
-        self._on_rollback = on_rollback  # what the stores keep of their writes is wrong once a batch rolls back
+        # What a store keeps in memory of its writes (RunStore): saved as a batch begins, put back if it rolls back.
+        self._keeper = keeper
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._closed = False
         self._submit_lock = threading.Lock()
@@ -87,6 +88,8 @@ class StoreWriter:
             return
         results: list[Any] = []
         with self._lock:
+            if self._keeper is not None:
+                self._keeper.begin_batch()
             try:
                 self._con.execute("BEGIN TRANSACTION")
                 for fn, _ in batch:
@@ -97,9 +100,12 @@ class StoreWriter:
                     self._con.execute("ROLLBACK")
                 except Exception:  # the transaction may already be gone (a failed commit aborts it)
                     pass
-                if self._on_rollback is not None:
-                    self._on_rollback()
+                if self._keeper is not None:
+                    self._keeper.rollback_batch()
                 results = []
+            finally:
+                if self._keeper is not None:
+                    self._keeper.end_batch()
         if len(results) == len(batch):
             self.batches += 1
             for (_, future), result in zip(batch, results):

@@ -75,6 +75,8 @@ def drive(session: Any, jobs: list[Job], concurrency: int = 4, verbose_steps: bo
 class _Display(RunWatcher):
     """The progress line and the per-run lines of `agentenv run` and its kin."""
 
+    event_kinds = ("step.started", "step.finished", "verification", "review.pending", "step.log")  # _on_event's
+
     def __init__(self, session: Any, progress: Progress, show_steps: bool):
         self.session, self.progress, self.show_steps = session, progress, show_steps
         self.labels: dict[str, str] = {}

@@ -197,9 +197,10 @@ class ExecutorSettings(Section):
     """Where runs execute: in the hub (`local`), in the hub's worker processes (`workers`), or on a Ray cluster's
     workers (`ray`; docs/scale-out.md)."""
 
-    kind: Literal["local", "workers", "ray"] = key(
-        "local", description="`local` (the hub runs them), `workers` (the hub's worker processes, one per core) or "
-                             "`ray`; --executor wins.")
+    kind: Literal["auto", "local", "workers", "ray"] = key(
+        "auto", description="`auto` (the worker processes of a hub that stays, `agentenv up`; the hub itself in a "
+                            "one-shot command's hub), `local` (the hub runs them), `workers` (the hub's worker "
+                            "processes, one per core) or `ray`; --executor wins.")
     workers: int = key(
         0, ge=0, le=256, description="How many worker processes `workers` starts; 0: one per core.")
     ray_address: str = key(

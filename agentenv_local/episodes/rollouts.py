@@ -139,6 +139,8 @@ def _run(spec: RolloutSpec, put: Any, stop: threading.Event) -> None:
             return store.objects.get(key) if store.objects.exists(key) else None
 
         class Episodes(RunWatcher):
+            event_kinds = ()  # only the runs' ends
+
             def finished(self, run: dict) -> None:
                 put("episode", episode_record(run, load))
 

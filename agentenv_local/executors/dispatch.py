@@ -21,7 +21,13 @@ class Executors:
         self._lock = threading.Lock()
 
     def kind(self, options: Any) -> str:
-        return options.executor or str(self._hub.config.get("executor.kind") or "local")
+        """`local`, `workers` or `ray`. `auto` (the default) is the worker processes of a hub that stays: they are
+        started once and kept warm for its batches. A one-shot command's hub runs its runs itself: starting
+        workers (a second of CPU each) would cost such a command more than they save it."""
+        kind = options.executor or str(self._hub.config.get("executor.kind") or "auto")
+        if kind == "auto":
+            return "workers" if self._hub.long_lived else "local"
+        return kind
 
     def check(self, options: Any) -> None:
         """Connect to the executor `options` name (Ray: fail in seconds, saying what to do, when the cluster

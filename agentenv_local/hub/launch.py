@@ -122,6 +122,11 @@ def _ends_run(event: dict) -> bool:
 class RunWatcher:
     """What `drive_jobs` tells its caller as runs go; every hook is optional (override what you need)."""
 
+    # The event kinds `event` wants (a name ending in "." is every kind it starts); None: every kind. The hub
+    # then sends only those (and the runs' own ends): a `support` episode has some 60 events, most of them
+    # env and agent calls that a progress display never shows.
+    event_kinds: tuple[str, ...] | None = None
+
     def started(self, run_id: str, run: dict, job: Job | None) -> None:
         """A run was submitted (job None: a resumed run)."""
 
@@ -149,7 +154,7 @@ def drive_jobs(session: Any, jobs: list[Job], concurrency: int = 4, watcher: Run
     are torn down), waits up to 10 s for them to end, and raises KeyboardInterrupt."""
     watcher = watcher or RunWatcher()
     hub = HubMethods(session)
-    stream = session.subscribe()
+    stream = session.subscribe(kinds=None if watcher.event_kinds is None else ["run.", *watcher.event_kinds])
     launcher = Launcher(SessionSubmitter(session, attach=True), concurrency)
     order: dict[str, int] = {}
     finished: dict[str, dict] = {}

@@ -203,11 +203,14 @@ class Hub:
                     interrupted=True))
 
     def _stream_events(self, request: dict, wfile) -> None:
+        from .session import event_filter
+
         params = request.get("kwargs") or {}
-        run_ids = set(params.get("run_ids") or [])
+        kinds = params.get("kinds")
+        wanted = event_filter(params.get("run_ids") or None,
+                              [str(k) for k in kinds][:64] if isinstance(kinds, list) else None)
         events: queue.Queue = queue.Queue()
-        unsubscribe = self.store.events.subscribe(
-            lambda e: events.put(e) if not run_ids or e.get("run_id") in run_ids else None)
+        unsubscribe = self.store.events.subscribe(lambda e: events.put(e) if wanted(e) else None)
         try:
             wfile.write(wire.encode({"id": request.get("id"), "result": "subscribed"}))
             wfile.flush()

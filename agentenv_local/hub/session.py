@@ -18,6 +18,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ class Session:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
 
-    def subscribe(self, run_ids: list[str] | None = None) -> "EventStream":
+    def subscribe(self, run_ids: list[str] | None = None, kinds: list[str] | None = None) -> "EventStream":
+        """The hub's events as they happen: of `run_ids` (None: every run), of `kinds` (a name ending in "."
+        is every kind it starts; None: every kind)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -48,6 +51,23 @@ class Session:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def event_filter(run_ids: list[str] | None, kinds: list[str] | None) -> Callable[[dict], bool]:
+    """Whether an event is of `run_ids` (None: any run) and `kinds` (a name ending in "." is every kind it
+    starts; None: any kind)."""
+    runs = set(run_ids or [])
+    exact = {k for k in kinds or () if not k.endswith(".")}
+    prefixes = tuple(k for k in kinds or () if k.endswith("."))
+
+    def wanted(event: dict) -> bool:
+        if runs and event.get("run_id") not in runs:
+            return False
+        if kinds is None:
+            return True
+        kind = str(event.get("kind") or "")
+        return kind in exact or kind.startswith(prefixes)
+    return wanted
 
 
 class EventStream:
@@ -84,11 +104,10 @@ class LocalSession(Session):
         kwargs.pop("attach", None)  # in-process runs die with us anyway
         return self.hub.call(method, list(args), kwargs)
 
-    def subscribe(self, run_ids: list[str] | None = None) -> EventStream:
+    def subscribe(self, run_ids: list[str] | None = None, kinds: list[str] | None = None) -> EventStream:
         stream = EventStream()
-        wanted = set(run_ids or [])
-        stream._closer = self.store.events.subscribe(
-            lambda e: stream.queue.put(e) if not wanted or e.get("run_id") in wanted else None)
+        wanted = event_filter(run_ids, kinds)
+        stream._closer = self.store.events.subscribe(lambda e: stream.queue.put(e) if wanted(e) else None)
         return stream
 
     def close(self) -> None:
@@ -332,10 +351,10 @@ class RemoteSession(Session):
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return self._conn.request(method, list(args), kwargs)
 
-    def subscribe(self, run_ids: list[str] | None = None) -> EventStream:
+    def subscribe(self, run_ids: list[str] | None = None, kinds: list[str] | None = None) -> EventStream:
         conn = _Connection(self.paths, self._conn.answer_s, self._conn.pid)
         self._streams.append(conn)
-        conn.send({"id": 0, "method": "events.subscribe", "kwargs": {"run_ids": run_ids}})
+        conn.send({"id": 0, "method": "events.subscribe", "kwargs": {"run_ids": run_ids, "kinds": kinds}})
         conn.readline("events.subscribe")  # "subscribed"
         stream = EventStream()
 

@@ -99,6 +99,7 @@ def test_what_the_store_keeps_of_a_run_in_flight_is_what_the_file_holds_after_a_
     with pytest.raises(NotFoundError):
         bad.result(30)
     kept = store.runs.get("r1")
+    store.runs.flush()  # a run in flight's record is written behind
     assert kept == _as_in_the_file(store, "r1") and kept["rev"] == 3
     assert store.runs.journal_append("r1", "b", "success", {}) == 2
 
@@ -110,3 +111,24 @@ def test_a_read_run_is_a_copy_and_an_ended_run_is_read_from_the_file(store):
     assert store.runs.get("r1")["steps"] == {}
     store.runs.update("r1", {"status": "passed", "score": 1})
     assert store.runs.get("r1") == _as_in_the_file(store, "r1")
+
+
+def test_a_run_in_flights_changes_are_written_behind_together_and_its_end_at_once(store):
+    for run_id in ("r1", "r2"):
+        _run(store, run_id)
+    for step in range(5):
+        for run_id in ("r1", "r2"):
+            store.runs.update(run_id, {"status": "running", "current_step": f"s{step}"})
+    assert _as_in_the_file(store, "r1")["rev"] == 1  # not yet in the file...
+    assert store.runs.get("r1")["current_step"] == "s4"  # ...but every reader sees it
+    assert [r["rev"] for r in store.runs.list()] == [6, 6]  # a query writes what waits first
+    assert _as_in_the_file(store, "r2")["current_step"] == "s4"
+    store.runs.update("r1", {"status": "running", "current_step": "s5"})
+    import time
+
+    from stores.runs import FLUSH_AFTER_S
+
+    time.sleep(FLUSH_AFTER_S * 5)  # written behind by itself
+    assert _as_in_the_file(store, "r1")["current_step"] == "s5"
+    store.runs.update("r2", {"status": "passed"})
+    assert _as_in_the_file(store, "r2")["status"] == "passed"  # an end is written at once

@@ -65,7 +65,7 @@ def test_values_are_checked_strictly():
     with pytest.raises(ValueError):
         by["model.api"].check("openai2")  # the pattern matches the whole value
     assert by["executor.kind"].check("ray") == "ray"
-    with pytest.raises(ValueError, match='"local" or "ray"'):
+    with pytest.raises(ValueError, match='"auto" or "local" or "workers" or "ray"'):
         by["executor.kind"].check("k8s")
     assert by["model.base_url"].check(None) is None
     assert by["security.allowed_hosts"].check(["a.test"]) == ["a.test"]

@@ -165,3 +165,16 @@ def test_a_stopped_hub_leaves_its_workers_runs_resumable(project, tmp_path):
     finally:
         cli(project, "down", timeout=120)
     assert show_json(project, run_id)["status"] == "passed"
+
+
+def test_by_default_a_hub_that_stays_runs_in_workers_and_a_one_shot_hub_itself(tmp_path):
+    project = tmp_path / "proj"
+    (project / ".agentenv").mkdir(parents=True)
+    one_shot = json.loads(cli(project, "run", "hello", "--json", check=True).stdout)[0]
+    cli(project, "up", "--detach", check=True)
+    try:
+        warm = json.loads(cli(project, "run", "hello", "--json", check=True).stdout)[0]
+        assert show_json(project, warm["run_id"])["executor"]["kind"] == "workers"
+    finally:
+        cli(project, "down", timeout=120)
+    assert "executor" not in show_json(project, one_shot["run_id"])

@@ -100,3 +100,21 @@ def test_closing_a_client_that_waits_on_a_run_interrupts_it(hub_and_client, tmp_
     free = loose.call("runner.submit", task_id=hub.task([deploy(), bash_check("ok", "true", sandbox_name="box")]))
     loose.close()
     assert hub.wait(free["run_id"])["status"] == "passed"
+
+
+def test_a_subscription_gets_only_the_kinds_it_asks_for(hub_and_client):
+    hub, client = hub_and_client
+    task_id = hub.task([deploy(), bash_check("ok", "true", sandbox_name="box")])
+    stream = client.subscribe(kinds=["run.", "verification"])
+    try:
+        run = client.call("runner.submit", task_id=task_id, attach=True)
+        seen = []
+        while not seen or seen[-1] != "run.finished":
+            event = stream.get(timeout=30)
+            assert event is not None, f"no run.finished; saw {seen}"
+            if event.get("run_id") == run["run_id"]:
+                seen.append(event["kind"])
+    finally:
+        stream.close()
+    assert seen[0] == "run.queued" and "verification" in seen
+    assert all(kind.startswith("run.") or kind == "verification" for kind in seen)  # no step.* came
