@@ -12,15 +12,12 @@ from pathlib import Path
 import pytest
 from kits.hub import (
     Background,
-    bash_check,
     clean_env,
     cli,
-    deploy,
-    gate,
     runs_json,
     show_json,
+    slow_bundle,
     wait_until,
-    write_bundle,
 )
 from kits.ray_cluster import require_ray, short_temp_dir, start_cluster, stop_cluster
 
@@ -98,13 +95,6 @@ def test_a_ray_run_is_recorded_as_a_local_run_is(cluster, project):
         session.close()
     assert journals[0] == journals[1]
     assert [k for k in kinds[0]] == [k for k in kinds[1]]
-
-
-def slow_bundle(root: Path, marker: Path) -> Path:
-    """A task whose second step waits for `marker` (so a test can act while it runs)."""
-    return write_bundle(root, "slow", {"slow": [
-        deploy(), bash_check("wait", gate(marker, 120), depends_on=["box"]),
-    ]})
 
 
 def test_a_run_whose_worker_is_killed_finishes_on_another(cluster, project, tmp_path):

@@ -201,6 +201,13 @@ def write_bundle(root: Path, name: str, tasks: dict[str, list[dict]],
     return folder
 
 
+def slow_bundle(root: Path, marker: Path) -> Path:
+    """A bundle `slow` whose task's second step waits for `marker` (so a test can act while it runs)."""
+    return write_bundle(root, "slow", {"slow": [
+        deploy(), bash_check("wait", gate(marker, 120), depends_on=["box"]),
+    ]})
+
+
 def run_id_of(bg: Background, cwd: Path, task_name: str | None = None, timeout: float = 60) -> str:
     """The id of the run a background `agentenv run` started (the newest run of the task).
 

@@ -12,15 +12,12 @@ from pathlib import Path
 import pytest
 from kits.hub import (
     Background,
-    bash_check,
     clean_env,
     cli,
-    deploy,
-    gate,
     runs_json,
     show_json,
+    slow_bundle,
     wait_until,
-    write_bundle,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -90,13 +87,6 @@ def test_a_workers_run_is_recorded_as_the_hubs_own_is(project):
     assert [r["agent_name"] for r in states[0]["prompt_responses"]] == \
         [r["agent_name"] for r in states[1]["prompt_responses"]]
     assert kinds[0] == kinds[1]
-
-
-def slow_bundle(root: Path, marker: Path) -> Path:
-    """A task whose second step waits for `marker` (so a test can act while it runs)."""
-    return write_bundle(root, "slow", {"slow": [
-        deploy(), bash_check("wait", gate(marker, 120), depends_on=["box"]),
-    ]})
 
 
 def _running_on_a_worker(project: Path):

@@ -60,13 +60,11 @@ def test_a_malformed_line_gets_an_error_and_the_connection_lives_on(hub_and_clie
         sock.close()
 
 
-def test_a_client_sees_live_events_and_a_run_it_submitted(hub_and_client):
-    hub, client = hub_and_client
-    task_id = hub.task([deploy(), bash_check("ok", "true", sandbox_name="box")])
-    stream = client.subscribe()
+def _submit_and_watch(client, task_id: str, stream) -> tuple[dict, list[str]]:
+    """Submit a run of `task_id` and collect the kinds of its events on `stream` until it finishes."""
     try:
         run = client.call("runner.submit", task_id=task_id, attach=True)
-        seen = []
+        seen: list[str] = []
         while not seen or seen[-1] != "run.finished":
             event = stream.get(timeout=30)
             assert event is not None, f"no run.finished; saw {seen}"
@@ -74,6 +72,13 @@ def test_a_client_sees_live_events_and_a_run_it_submitted(hub_and_client):
                 seen.append(event["kind"])
     finally:
         stream.close()
+    return run, seen
+
+
+def test_a_client_sees_live_events_and_a_run_it_submitted(hub_and_client):
+    hub, client = hub_and_client
+    task_id = hub.task([deploy(), bash_check("ok", "true", sandbox_name="box")])
+    run, seen = _submit_and_watch(client, task_id, client.subscribe())
     assert seen[0] == "run.queued" and "step.started" in seen and "verification" in seen
     assert client.store.runs.get(run["run_id"])["status"] == "passed"
 
@@ -105,16 +110,6 @@ def test_closing_a_client_that_waits_on_a_run_interrupts_it(hub_and_client, tmp_
 def test_a_subscription_gets_only_the_kinds_it_asks_for(hub_and_client):
     hub, client = hub_and_client
     task_id = hub.task([deploy(), bash_check("ok", "true", sandbox_name="box")])
-    stream = client.subscribe(kinds=["run.", "verification"])
-    try:
-        run = client.call("runner.submit", task_id=task_id, attach=True)
-        seen = []
-        while not seen or seen[-1] != "run.finished":
-            event = stream.get(timeout=30)
-            assert event is not None, f"no run.finished; saw {seen}"
-            if event.get("run_id") == run["run_id"]:
-                seen.append(event["kind"])
-    finally:
-        stream.close()
+    _, seen = _submit_and_watch(client, task_id, client.subscribe(kinds=["run.", "verification"]))
     assert seen[0] == "run.queued" and "verification" in seen
     assert all(kind.startswith("run.") or kind == "verification" for kind in seen)  # no step.* came
