@@ -4,8 +4,9 @@
 # run the tests. Arguments go to pytest, e.g. `scripts/check.sh tests/stores -x`.
 #
 # `scripts/check.sh --quick [pytest args]`: the inner loop (docs/testing.md). The same lint and type checks, and
-# the tests that need no Podman, coding CLI or Ray (markers podman, agent_cli, ray; set in tests/conftest.py).
-# CI always runs everything.
+# the tests that need no Podman, coding CLI or Ray (markers podman, agent_cli, ray; set in tests/conftest.py) and
+# took at most a few seconds in the last measured run (pytest's --quick, tests/durations.json). CI always runs
+# everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -46,7 +47,7 @@ mypy_log=$(mktemp)
 mypy_pid=$!
 status=0
 if [ "$quick" = 1 ]; then
-  .venv/bin/python -m pytest -m "not podman and not agent_cli and not ray" "$@" || status=$?
+  .venv/bin/python -m pytest -m "not podman and not agent_cli and not ray" --quick "$@" || status=$?
 else
   .venv/bin/python -m pytest "$@" || status=$?
 fi

@@ -82,8 +82,20 @@ DURATIONS_FILE = Path(__file__).parent / "durations.json"
 DEFAULT_S = 1.0
 
 
+# `scripts/check.sh --quick` (the inner loop) also leaves out the tests that took longer than this in the last
+# measured run (tests/durations.json): a kill -9 and resume, a Ray cluster, a coding CLI in Podman. CI runs all.
+QUICK_MAX_S = 3.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help=f"leave out the tests that took over {QUICK_MAX_S:.0f} s in tests/durations.json's run")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--quick"):
+        _leave_out_the_slow(config, items)
     groups: dict[str, str | None] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
@@ -97,16 +109,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _longest_first(items, groups)
 
 
+def _recorded_seconds() -> dict[str, float]:
+    import json
+
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _leave_out_the_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = _recorded_seconds()
+    slow = [item for item in items if seconds.get(item.nodeid, 0.0) > QUICK_MAX_S]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        left = set(map(id, slow))
+        items[:] = [item for item in items if id(item) not in left]
+
+
 def _longest_first(items: list[pytest.Item], groups: dict[str, str | None]) -> None:
     """Order the work so the longest goes out first: a group (one worker's, in one piece) or a lone test, by its
     seconds in the last measured run. xdist hands out work in this order as workers come free, so a long group
     found last no longer runs on one worker while the others wait (the tail of a run)."""
-    import json
-
-    try:
-        seconds = json.loads(DURATIONS_FILE.read_text())
-    except (OSError, ValueError):
-        seconds = {}
+    seconds = _recorded_seconds()
     cost: dict[str, float] = {}
     for item in items:
         unit = groups[item.nodeid] or item.nodeid

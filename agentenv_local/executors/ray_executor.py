@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -65,8 +66,17 @@ def connect(address: str) -> None:
     if ray.is_initialized():
         return
     check_reachable(address)
-    ray.init(address=None if address == "local" else address, log_to_driver=False,
-             configure_logging=False, include_dashboard=False)
+    options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False, "include_dashboard": False}
+    if address == "auto":  # the cluster RAY_ADDRESS or `ray start` on this machine names, as `ray.init()` finds it
+        try:
+            ray.init(address="auto", **options)
+            return
+        except ConnectionError:  # none runs: start one here, as `ray.init()` does, and say so
+            print("agentenv: no Ray cluster runs here: starting a local one for this hub (`ray start --head` "
+                  "starts one that outlives it; --ray-address joins another)", file=sys.stderr, flush=True)
+            ray.init(**options)
+            return
+    ray.init(address=None if address == "local" else address, **options)
 
 
 class RayExecutor:
