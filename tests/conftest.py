@@ -84,7 +84,7 @@ DEFAULT_S = 1.0
 
 # `scripts/check.sh --quick` (the inner loop) also leaves out the tests that took longer than this in the last
 # measured run (tests/durations.json): a kill -9 and resume, a Ray cluster, a coding CLI in Podman. CI runs all.
-QUICK_MAX_S = 3.0
+QUICK_MAX_S = 2.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
