@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from kits.hub import clean_env, cli, show_json
 from kits.ray_cluster import RAY, require_ray
@@ -17,7 +18,12 @@ def test_no_cluster_running_starts_a_local_one(tmp_path):
     assert status.returncode != 0, "a Ray cluster runs on this machine; this test needs none"
     project = tmp_path / "proj"
     (project / ".agentenv").mkdir(parents=True)
-    env = clean_env({"RAY_USAGE_STATS_ENABLED": "0"})
+    # A local cluster that `ray.init()` starts turns Ray's token authentication on and saves a new token as
+    # ~/.ray/auth_token, which every later `ray start` of this user then reads (ciU: the other Ray tests' clusters,
+    # started after this test, refused their second node). The hub runs here with a HOME of its own.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = clean_env({"RAY_USAGE_STATS_ENABLED": "0", "HOME": str(home)})
     env.pop("RAY_ADDRESS", None)
     out = cli(project, "run", "hello", "--executor", "ray", "--json", env=env, timeout=300, fresh=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -28,3 +34,4 @@ def test_no_cluster_running_starts_a_local_one(tmp_path):
     after = subprocess.run([str(RAY), "status"], capture_output=True, text=True, timeout=120,
                            env={**env, "RAY_USAGE_STATS_ENABLED": "0"})
     assert after.returncode != 0, "the hub's local cluster outlived it:\n" + after.stdout[-2000:]
+    assert not (Path.home() / ".ray" / "auth_token").exists() or (home / ".ray" / "auth_token").exists()
