@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv_local.errors import HubError
+from agentenv_local.errors import HubError, NotFoundError
 
 from .link import Link, LinkClosed
 from .run_worker import config_snapshot, is_worker_store_method
@@ -203,12 +203,8 @@ class WorkerPool:
         for worker in workers:
             try:
                 return True, worker.link.call(method, args, kwargs)
-            except LinkClosed:
+            except (LinkClosed, NotFoundError):  # gone, or not the worker that runs it
                 continue
-            except HubError as exc:
-                if "is not live on this worker" in exc.message:
-                    continue
-                raise
         return False, None
 
     def in_flight(self) -> list[str]:

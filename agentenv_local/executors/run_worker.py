@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentenv_local.errors import HubError
+from agentenv_local.errors import HubError, NotFoundError
 
 # The store methods a worker may call, by sub-store: what the runner and the steps use.
 WORKER_STORE_METHODS: dict[str, frozenset[str]] = {
@@ -213,7 +213,7 @@ class RunWorker:
         role binding, teardown); a coroutine for the ones that await. Call on the loop."""
         instance_id = str(args[0] if args else kwargs.get("instance_id"))
         if not self.envs.is_live(instance_id):
-            raise HubError(f"env instance {instance_id!r} is not live on this worker")
+            raise NotFoundError(f"env instance {instance_id!r} is not live on this worker")
         rest = dict(kwargs)
         rest.pop("instance_id", None)
         if method == "envs.bind_role":
